@@ -1,0 +1,433 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Joint descriptions (plain data) and their vectorized models.
+
+A joint moves its child link relative to the joint frame ``parent_world @ origin`` by a motion
+``M(q) = [R(q) | t(q)]``. Each *model* handles every joint of one kind at once, over a batch of
+configurations: motion ``(P, m, 4, 4)``, motion generators for Jacobians, projection onto the
+feasible set, and random feasible samples.
+
+Bone joints keep Blender's meaning of bone IK settings (``intern/iksolver``): the pose rotation is
+``R = Swing(x, z) @ Twist(y)``; twist is limited to [ik_min_y, ik_max_y]; the swing quaternion
+(w >= 0) has components (sin-half-angle) ``x in [sin(min_x/2), sin(max_x/2)]`` and likewise z,
+and with both limited an ellipse per quadrant bounds (x, z), clamped radially as Blender does.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .rotations import axis_rotation, exp_so3, left_jacobian_so3
+
+TWO_PI = 2.0 * np.pi
+
+
+@dataclass
+class Joint:
+    """A scalar or fixed joint: kind in {'revolute', 'continuous', 'prismatic', 'fixed'}."""
+
+    name: str
+    kind: str
+    parent: str
+    child: str
+    origin: np.ndarray = field(default_factory=lambda: np.eye(4))
+    axis: tuple = (1.0, 0.0, 0.0)
+    lower: float = -np.inf
+    upper: float = np.inf
+
+
+@dataclass
+class BoneJoint:
+    """A Blender bone: rotation about its head with Blender's IK settings.
+
+    ``lock`` is (lock_ik_x, lock_ik_y, lock_ik_z); ``limits`` maps 'x'/'y'/'z' to (min, max) in radians
+    for the axes with use_ik_limit_*; ``stiffness`` is (ik_stiffness_x, _y, _z) in [0, 0.99].
+    """
+
+    name: str
+    parent: str
+    child: str
+    origin: np.ndarray = field(default_factory=lambda: np.eye(4))
+    lock: tuple = (False, False, False)
+    limits: dict = field(default_factory=dict)
+    stiffness: tuple = (0.0, 0.0, 0.0)
+
+
+@dataclass
+class FreeJoint:
+    """A free root: translation (x, y, z) then rotation (rotation vector), six variables."""
+
+    name: str
+    parent: str
+    child: str
+    origin: np.ndarray = field(default_factory=lambda: np.eye(4))
+
+
+def wrap_angle(a):
+    return (np.asarray(a) + np.pi) % TWO_PI - np.pi
+
+
+def wrap_rotation_vector(v):
+    """Same rotation, norm <= pi: keeps the exponential map away from its singularity at 2 pi."""
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    over = n > np.pi
+    if not np.any(over):
+        return v
+    scale = np.where(over, 1.0 - TWO_PI / np.where(over, n, 1.0), 1.0)
+    v = v * scale
+    n2 = np.linalg.norm(v, axis=-1, keepdims=True)
+    # Results may still exceed pi for norms above 3 pi: fold repeatedly (rare).
+    return wrap_rotation_vector(v) if np.any(n2 > np.pi + 1e-12) else v
+
+
+# ---------------------------------------------------------------------------------------------
+# Swing limits in Blender's parameters
+
+
+def _swing_quaternion_xz(s):
+    """Swing exponential coordinates (..., 2) = (sx, sz) -> swing quaternion components (x, z), w >= 0."""
+    theta = np.linalg.norm(s, axis=-1, keepdims=True)
+    small = theta < 1e-9
+    k = np.where(small, 0.5, np.sin(0.5 * theta) / np.where(small, 1.0, theta))
+    return s * k
+
+
+def _swing_from_quaternion_xz(xz):
+    r = np.linalg.norm(xz, axis=-1, keepdims=True)
+    small = r < 1e-12
+    rr = np.clip(r, 0.0, 1.0)
+    k = np.where(small, 2.0, 2.0 * np.arcsin(rr) / np.where(small, 1.0, r))
+    return xz * k
+
+
+def swing_clamp(xz, lo, hi, limited):
+    """Blender's swing limit in quaternion components, vectorized (EllipseClamp of IK_Math.h).
+
+    xz (..., m, 2); lo, hi (m, 2) = sin(min/2), sin(max/2); limited (m, 2) bools for (x, z).
+    Both limited: each quadrant is bounded by the ellipse with half-axes from that side's limits,
+    and outside points move radially onto it. One limited: a plain range on that component.
+    """
+    x, z = xz[..., 0], xz[..., 1]
+    lo_x, lo_z, hi_x, hi_z = lo[:, 0], lo[:, 1], hi[:, 0], hi[:, 1]
+    both = limited[:, 0] & limited[:, 1]
+    xlim = np.where(x < 0.0, -lo_x, hi_x)
+    zlim = np.where(z < 0.0, -lo_z, hi_z)
+    degenerate = (xlim <= 1e-12) | (zlim <= 1e-12)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = (x / np.where(degenerate, 1.0, xlim)) ** 2 + (z / np.where(degenerate, 1.0, zlim)) ** 2
+        scale = np.where(both & ~degenerate & (rho > 1.0), 1.0 / np.sqrt(rho), 1.0)
+    # Then a box on each limited component: the one-axis range, and for both the degenerate quadrant
+    # (a zero half-axis) and limits not containing 0, as Blender does.
+    x_new = np.where(limited[:, 0], np.clip(x * scale, lo_x, hi_x), x)
+    z_new = np.where(limited[:, 1], np.clip(z * scale, lo_z, hi_z), z)
+    return np.stack([x_new, z_new], axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Models. Each is built from a list of (frame index, first variable index, joint description).
+
+
+class _Model:
+    nvar = 0
+    needs_pre = True  # generators need the joint frame parent_world @ origin
+
+    def __init__(self, entries):
+        self.frames = np.array([e[0] for e in entries], dtype=int)
+        self.vars = np.array([[e[1] + k for k in range(self.nvar)] for e in entries], dtype=int).reshape(
+            len(entries), self.nvar
+        )
+        self.joints = [e[2] for e in entries]
+
+    def __len__(self):
+        return len(self.frames)
+
+
+class ScalarModel(_Model):
+    """Revolute, continuous and prismatic joints: one variable about/along a fixed unit axis."""
+
+    nvar = 1
+
+    def __init__(self, entries):
+        super().__init__(entries)
+        axes = np.array([j.axis for j in self.joints], dtype=float).reshape(-1, 3)
+        norms = np.linalg.norm(axes, axis=1, keepdims=True)
+        if np.any(norms < 1e-12):
+            bad = [j.name for j, n in zip(self.joints, norms[:, 0]) if n < 1e-12]
+            raise ValueError(f"joint axis has zero length: {', '.join(bad)}")
+        self.axes = axes / norms
+        self.prismatic = np.array([j.kind == "prismatic" for j in self.joints])
+        self.continuous = np.array([j.kind == "continuous" for j in self.joints])
+        from .rotations import skew
+
+        K = skew(self.axes)
+        self.K, self.K2 = K, K @ K
+
+    def motion(self, Q, out):
+        q = Q[:, self.vars[:, 0]]  # (P, m)
+        s, c = np.sin(q), np.cos(q)
+        rot = ~self.prismatic
+        R = np.eye(3) + s[..., None, None] * self.K + (1.0 - c)[..., None, None] * self.K2
+        R[:, self.prismatic] = np.eye(3)
+        M = out[:, self.frames]
+        M[..., :3, :3] = R
+        M[..., :3, 3] = np.where(rot[:, None], 0.0, q[..., None] * self.axes)
+        out[:, self.frames] = M
+
+    needs_pre = False  # the axis is fixed by its own motion: R_pre a = R_world a
+
+    def generators(self, q, pre, world, omega, linear, origin, rotational):
+        v = self.vars[:, 0]
+        dirs = np.einsum("mij,mj->mi", world[self.frames, :3, :3], self.axes)
+        rot = ~self.prismatic
+        omega[v[rot]] = dirs[rot]
+        origin[v[rot]] = world[self.frames[rot], :3, 3]
+        rotational[v[rot]] = True
+        linear[v[self.prismatic]] = dirs[self.prismatic]
+
+    def bounds(self, lower, upper):
+        for j, v in zip(self.joints, self.vars[:, 0]):
+            if j.kind == "continuous":
+                lower[v], upper[v] = -np.inf, np.inf
+            else:
+                lower[v], upper[v] = j.lower, j.upper
+
+    def project(self, Q):
+        v = self.vars[:, 0]
+        if np.any(self.continuous):
+            c = v[self.continuous]
+            Q[:, c] = wrap_angle(Q[:, c])
+
+
+class BallModel(_Model):
+    """Unlimited 3-DOF rotation (unlocked, unlimited bones): rotation vector, wrapped to norm <= pi."""
+
+    nvar = 3
+
+    def motion(self, Q, out):
+        v = Q[:, self.vars]  # (P, m, 3)
+        out[:, self.frames, :3, :3] = exp_so3(v)
+        out[:, self.frames, :3, 3] = 0.0
+
+    def generators(self, q, pre, world, omega, linear, origin, rotational):
+        v = q[self.vars]
+        cols = pre[self.frames, :3, :3] @ left_jacobian_so3(v)  # (m, 3, 3), columns per variable
+        for k in range(3):
+            idx = self.vars[:, k]
+            omega[idx] = cols[:, :, k]
+            origin[idx] = world[self.frames, :3, 3]
+            rotational[idx] = True
+
+    def bounds(self, lower, upper):
+        lower[self.vars] = -np.pi
+        upper[self.vars] = np.pi
+
+    def project(self, Q):
+        Q[:, self.vars] = wrap_rotation_vector(Q[:, self.vars])
+
+
+class SwingTwistModel(_Model):
+    """Blender bones with limits or locks.
+
+    Variables per joint are the free axes among (x, y, z); the rotation is
+    ``R = exp(sx X + sz Z) @ RotY(ty)`` where (sx, sz) are swing exponential coordinates and ty the
+    twist (Blender's ComputeTwist). Locked axes have no variable and stay zero. The *elbow* case
+    (one of x/z free together with y) keeps Blender's IK_QElbowSegment: ``RotAxis(a) @ RotY(ty)``.
+    """
+
+    def __init__(self, entries, free):
+        self.free = tuple(free)  # e.g. (0, 1, 2), (0, 2), (0, 1), (2, 1)... in x, y, z order
+        self.nvar = len(free)
+        super().__init__(entries)
+        self.elbow = self.free in ((0, 1), (1, 2))
+        lim = []
+        for j in self.joints:
+            d = {"x": 0, "y": 1, "z": 2}
+            row = np.array([[-np.pi, np.pi]] * 3, dtype=float)
+            has = np.zeros(3, bool)
+            for key, (lo, hi) in j.limits.items():
+                a = d[key]
+                lo, hi = float(np.clip(lo, -np.pi, np.pi)), float(np.clip(hi, -np.pi, np.pi))
+                if lo > hi:  # Blender ignores an inverted range (SetLimit returns)
+                    continue
+                row[a] = (lo, hi)
+                has[a] = True
+            lim.append((row, has))
+        self.angle_limits = np.array([r for r, _ in lim])  # (m, 3, 2) radians
+        self.limited = np.array([h for _, h in lim])  # (m, 3)
+        # Swing limits as quaternion components sin(angle / 2) (IK_QSwingSegment::SetLimit).
+        self.swing_lo = np.sin(0.5 * self.angle_limits[:, [0, 2], 0])
+        self.swing_hi = np.sin(0.5 * self.angle_limits[:, [0, 2], 1])
+        self.col = {a: k for k, a in enumerate(self.free)}
+
+    def _swing_vars(self, Q):
+        """(P, m, 2) swing coordinates (sx, sz), zero for locked axes."""
+        S = np.zeros(Q.shape[:-1] + (len(self), 2))
+        for a, k in ((0, 0), (2, 1)):
+            if a in self.col:
+                S[..., k] = Q[..., self.vars[:, self.col[a]]]
+        return S
+
+    def _rotation(self, Q):
+        if self.elbow:
+            a = 0 if 0 in self.col else 2
+            A = axis_rotation(a, Q[..., self.vars[:, self.col[a]]])
+        else:
+            S = self._swing_vars(Q)
+            A = exp_so3(np.stack([S[..., 0], np.zeros_like(S[..., 0]), S[..., 1]], axis=-1))
+        if 1 in self.col:
+            A = A @ axis_rotation(1, Q[..., self.vars[:, self.col[1]]])
+        return A
+
+    def motion(self, Q, out):
+        out[:, self.frames, :3, :3] = self._rotation(Q)
+        out[:, self.frames, :3, 3] = 0.0
+
+    def generators(self, q, pre, world, omega, linear, origin, rotational):
+        Rpre = pre[self.frames, :3, :3]
+        o = world[self.frames, :3, 3]
+        if self.elbow:
+            a = 0 if 0 in self.col else 2
+            A = axis_rotation(a, q[self.vars[:, self.col[a]]])
+            first = np.zeros((len(self), 3))
+            first[:, a] = 1.0
+            cols = {a: first}
+            swing_R = A
+        else:
+            S = self._swing_vars(q)
+            s3 = np.stack([S[:, 0], np.zeros(len(self)), S[:, 1]], axis=-1)
+            Jl = left_jacobian_so3(s3)
+            cols = {0: Jl[:, :, 0], 2: Jl[:, :, 2]}
+            swing_R = exp_so3(s3)
+        cols[1] = swing_R[:, :, 1]  # twist turns about the swung bone axis
+        for a, k in self.col.items():
+            idx = self.vars[:, k]
+            omega[idx] = np.einsum("mij,mj->mi", Rpre, cols[a])
+            origin[idx] = o
+            rotational[idx] = True
+
+    def bounds(self, lower, upper):
+        for a, k in self.col.items():
+            idx = self.vars[:, k]
+            if a == 1 or self.elbow:
+                lower[idx] = np.where(self.limited[:, a], self.angle_limits[:, a, 0], -np.pi)
+                upper[idx] = np.where(self.limited[:, a], self.angle_limits[:, a, 1], np.pi)
+            else:  # coupled swing coordinates: a bounding box; project() is authoritative
+                lower[idx] = -np.pi
+                upper[idx] = np.pi
+
+    def project(self, Q):
+        if 1 in self.col:
+            idx = self.vars[:, self.col[1]]
+            lo, hi = self.angle_limits[:, 1, 0], self.angle_limits[:, 1, 1]
+            Q[:, idx] = np.where(self.limited[:, 1], np.clip(Q[:, idx], lo, hi), wrap_angle(Q[:, idx]))
+        if self.elbow:
+            a = 0 if 0 in self.col else 2
+            idx = self.vars[:, self.col[a]]
+            lo, hi = self.angle_limits[:, a, 0], self.angle_limits[:, a, 1]
+            Q[:, idx] = np.where(self.limited[:, a], np.clip(Q[:, idx], lo, hi), wrap_angle(Q[:, idx]))
+            return
+        S = self._swing_vars(Q)  # (P, m, 2)
+        S = wrap_rotation_vector(S)  # same swing, angle <= pi: Blender's swing quaternion has w >= 0
+        xz = _swing_quaternion_xz(S)
+        xz = swing_clamp(xz, self.swing_lo, self.swing_hi, self.limited[:, [0, 2]])
+        S = _swing_from_quaternion_xz(xz)
+        for a, k in ((0, 0), (2, 1)):
+            if a in self.col:
+                Q[:, self.vars[:, self.col[a]]] = S[..., k]
+
+
+class FreeModel(_Model):
+    """Free root: translation (3) then rotation vector (3) about the translated origin."""
+
+    nvar = 6
+
+    def motion(self, Q, out):
+        x = Q[:, self.vars]  # (P, m, 6)
+        out[:, self.frames, :3, :3] = exp_so3(x[..., 3:])
+        out[:, self.frames, :3, 3] = x[..., :3]
+
+    def generators(self, q, pre, world, omega, linear, origin, rotational):
+        Rpre = pre[self.frames, :3, :3]
+        cols = Rpre @ left_jacobian_so3(q[self.vars[:, 3:]])
+        for k in range(3):
+            linear[self.vars[:, k]] = Rpre[:, :, k]
+            idx = self.vars[:, 3 + k]
+            omega[idx] = cols[:, :, k]
+            origin[idx] = world[self.frames, :3, 3]
+            rotational[idx] = True
+
+    def bounds(self, lower, upper):
+        lower[self.vars[:, :3]], upper[self.vars[:, :3]] = -np.inf, np.inf
+        lower[self.vars[:, 3:]], upper[self.vars[:, 3:]] = -np.pi, np.pi
+
+    def project(self, Q):
+        Q[:, self.vars[:, 3:]] = wrap_rotation_vector(Q[:, self.vars[:, 3:]])
+
+
+def bone_free_axes(joint):
+    return tuple(a for a in range(3) if not joint.lock[a])
+
+
+def bone_is_ball(joint):
+    return bone_free_axes(joint) == (0, 1, 2) and not joint.limits
+
+
+def joint_nvar(joint):
+    if isinstance(joint, FreeJoint):
+        return 6
+    if isinstance(joint, BoneJoint):
+        return len(bone_free_axes(joint))
+    return 0 if joint.kind == "fixed" else 1
+
+
+def joint_var_suffixes(joint):
+    if isinstance(joint, FreeJoint):
+        return ["x", "y", "z", "rx", "ry", "rz"]
+    if isinstance(joint, BoneJoint):
+        return ["xyz"[a] for a in bone_free_axes(joint)]
+    return [""] if joint.kind != "fixed" else []
+
+
+def joint_stiffness(joint):
+    """Per-variable stiffness in [0, 0.99] (Blender's ik_stiffness_*)."""
+    if isinstance(joint, BoneJoint):
+        return [float(np.clip(joint.stiffness[a], 0.0, 0.99)) for a in bone_free_axes(joint)]
+    return [0.0] * joint_nvar(joint)
+
+
+def build_models(entries):
+    """entries: (frame index, first var index, joint) for every movable joint -> list of models."""
+    scalar, ball, free, swing = [], [], [], {}
+    for e in entries:
+        j = e[2]
+        if isinstance(j, FreeJoint):
+            free.append(e)
+        elif isinstance(j, BoneJoint):
+            axes = bone_free_axes(j)
+            if not axes:
+                continue
+            if len(axes) == 1:
+                a = axes[0]
+                lo, hi = j.limits.get("xyz"[a], (-np.inf, np.inf))
+                if lo > hi:
+                    lo, hi = -np.inf, np.inf
+                kind = "revolute" if np.isfinite(lo) else "continuous"
+                scalar.append(
+                    (e[0], e[1], Joint(j.name, kind, j.parent, j.child, j.origin, tuple(np.eye(3)[a]),
+                                       max(lo, -np.pi), min(hi, np.pi)))
+                )
+            elif bone_is_ball(j):
+                ball.append(e)
+            else:
+                swing.setdefault(axes, []).append(e)
+        elif j.kind != "fixed":
+            scalar.append(e)
+    models = []
+    if scalar:
+        models.append(ScalarModel(scalar))
+    if ball:
+        models.append(BallModel(ball))
+    if free:
+        models.append(FreeModel(free))
+    for axes, es in swing.items():
+        models.append(SwingTwistModel(es, axes))
+    return models

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Cartesian goals on a link: Position, Orientation, Pose, LookAt."""
+
+import numpy as np
+
+from ..rotations import left_jacobian_inverse_so3, log_so3, skew
+from .base import ANGULAR_TOLERANCE, POSITION_TOLERANCE, Objective, as_point, as_rotation, point_on
+
+
+def position_loss(state, link, p, d):
+    """Paper 000 eq. 15: pi d / sqrt((L + d)(lambda + d)), L the chain length, lambda |root -> X|."""
+    L = state.tree.chain_length(link)
+    lam = np.linalg.norm(p, axis=-1)
+    return np.pi * d / np.sqrt((L + d) * (lam + d) + 1e-300)
+
+
+class Position(Objective):
+    """Bring a point of ``link`` (``offset`` in link coordinates) to a world position."""
+
+    size = 3
+
+    def __init__(self, link, point_xyz, weight=1.0, tolerance=POSITION_TOLERANCE, priority=0, offset=(0, 0, 0)):
+        super().__init__(weight, tolerance, priority)
+        self.link = link
+        self.target = as_point(point_xyz, "Position target")
+        self.offset = as_point(offset, "Position offset")
+
+    def point(self, state):
+        return point_on(state, self._link(state, self.link), self.offset)
+
+    def compute_residual(self, state):
+        return self.point(state) - self.target
+
+    def jacobian(self, state):
+        i = self._link(state, self.link)
+        return state.point_jacobian(i, self.point(state))[:3]
+
+    def losses(self, state):
+        p = self.point(state)
+        d = np.linalg.norm(p - self.target, axis=-1)
+        return position_loss(state, self._link(state, self.link), p, d)[..., None]
+
+
+class Orientation(Objective):
+    """Turn ``link`` to a world rotation. Residual: angle-axis of R R_d^T (paper 001, Appendix A)."""
+
+    size = 3
+
+    def __init__(self, link, rotation_3x3, weight=1.0, tolerance=ANGULAR_TOLERANCE, priority=0):
+        super().__init__(weight, tolerance, priority)
+        self.link = link
+        self.target = as_rotation(rotation_3x3, "Orientation target")
+
+    def compute_residual(self, state):
+        R = state.world[..., self._link(state, self.link), :3, :3]
+        return log_so3(R @ self.target.T)
+
+    def jacobian(self, state):
+        i = self._link(state, self.link)
+        Jw = state.point_jacobian(i, state.world[i, :3, 3])[3:]
+        return left_jacobian_inverse_so3(self.residual(state)) @ Jw  # d log(R Rd^T) = J_l^-1 omega
+
+    def losses(self, state):
+        return self.error(state)[..., None]  # eq. 15: 2 acos(|q_X . q_Y|), the rotation angle
+
+
+class Pose(Objective):
+    """Position and orientation of ``link`` from a 4x4 world matrix."""
+
+    size = 6
+
+    def __init__(
+        self, link, matrix_4x4, weight=1.0, tolerance=POSITION_TOLERANCE, priority=0,
+        angular_tolerance=ANGULAR_TOLERANCE,
+    ):
+        super().__init__(weight, tolerance, priority)
+        T = np.asarray(matrix_4x4, dtype=float)
+        if T.shape != (4, 4):
+            raise ValueError("Pose target must be a 4x4 matrix")
+        self.link = link
+        self.position = Position(link, T[:3, 3], weight, tolerance, priority)
+        self.orientation = Orientation(link, T[:3, :3], weight, angular_tolerance, priority)
+        self.angular_tolerance = float(angular_tolerance)
+
+    def compute_residual(self, state):
+        return np.concatenate([self.position.residual(state), self.orientation.residual(state)], axis=-1)
+
+    def jacobian(self, state):
+        return np.vstack([self.position.jacobian(state), self.orientation.jacobian(state)])
+
+    def error(self, state):
+        """Position error (m); the angular error is in ``details`` and checked by ``satisfied``."""
+        return self.position.error(state)
+
+    def satisfied(self, state):
+        return self.position.satisfied(state) & self.orientation.satisfied(state)
+
+    def details(self, state):
+        return {"error": float(self.position.error(state)), "angular_error": float(self.orientation.error(state))}
+
+    def losses(self, state):
+        return np.concatenate([self.position.losses(state), self.orientation.losses(state)], axis=-1)
+
+
+class LookAt(Objective):
+    """Point the local ``axis`` of ``link`` at a world position. Residual: V - d (unit vectors)."""
+
+    size = 3
+
+    def __init__(self, link, target_xyz, axis=(0, 1, 0), weight=1.0, tolerance=ANGULAR_TOLERANCE, priority=0):
+        super().__init__(weight, tolerance, priority)
+        self.link = link
+        self.target = as_point(target_xyz, "LookAt target")
+        axis = as_point(axis, "LookAt axis")
+        n = np.linalg.norm(axis)
+        if n < 1e-12:
+            raise ValueError("LookAt axis must not be zero")
+        self.axis = axis / n
+
+    def _parts(self, state):
+        W = state.world[..., self._link(state, self.link), :, :]
+        V = W[..., :3, :3] @ self.axis
+        delta = self.target - W[..., :3, 3]
+        dist = np.linalg.norm(delta, axis=-1, keepdims=True)
+        d = np.where(dist > 1e-12, delta / np.maximum(dist, 1e-12), V)  # on the target: nothing to aim at
+        return V, d, dist, W
+
+    def compute_residual(self, state):
+        V, d, _, _ = self._parts(state)
+        return V - d
+
+    def jacobian(self, state):
+        i = self._link(state, self.link)
+        V, d, dist, W = self._parts(state)
+        J = state.point_jacobian(i, W[:3, 3])
+        dV = -skew(V) @ J[3:]  # dV = omega x V
+        if dist[0] <= 1e-12:
+            return dV
+        dd = -(np.eye(3) - np.outer(d, d)) / dist[0] @ J[:3]  # d = (T - p)/|T - p|
+        return dV - dd
+
+    def error(self, state):
+        r = np.linalg.norm(self.residual(state), axis=-1)
+        return 2.0 * np.arcsin(np.clip(0.5 * r, 0.0, 1.0))  # angle between V and d

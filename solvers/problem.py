@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""An IK problem: a tree and its objectives composed into one weighted least-squares system,
+the result type every method returns, and the time/iteration budget they share."""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .objectives import Objective
+
+
+@dataclass
+class Result:
+    """What every method returns (``scipy.optimize``-like)."""
+
+    q: np.ndarray
+    success: bool  # every objective within its tolerance
+    errors: np.ndarray  # per objective, in its own unit (m or rad; Pose: position, see details)
+    iterations: int
+    elapsed: float  # seconds
+    message: str
+    method: str = ""
+    cost: float = 0.0  # sum w |r|^2 / 2 at q
+    satisfied: list = field(default_factory=list)  # per objective
+    details: list = field(default_factory=list)  # per objective: named errors
+    restarts: int = 0
+    elites: list = field(default_factory=list)  # (q, fitness) of distinct elite solutions (memetic)
+
+    def __repr__(self):
+        return (f"Result(method={self.method!r}, success={self.success}, iterations={self.iterations}, "
+                f"elapsed={self.elapsed * 1e3:.2f} ms, cost={self.cost:.3g}, message={self.message!r})")
+
+
+class Budget:
+    """Wall-clock and iteration limits shared by a solve (and its restarts)."""
+
+    def __init__(self, time_limit=None, max_iterations=None):
+        if time_limit is not None and not (time_limit > 0):
+            raise ValueError(f"time_limit must be positive seconds or None, got {time_limit}")
+        if max_iterations is not None and int(max_iterations) < 1:
+            raise ValueError(f"max_iterations must be >= 1 or None, got {max_iterations}")
+        self.start = time.perf_counter()
+        self.deadline = None if time_limit is None else self.start + float(time_limit)
+        self.max_iterations = None if max_iterations is None else int(max_iterations)
+        self.iterations = 0
+
+    def tick(self):
+        self.iterations += 1
+
+    def exhausted(self):
+        if self.max_iterations is not None and self.iterations >= self.max_iterations:
+            return True
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    def time_left(self):
+        return self.deadline is not None and time.perf_counter() < self.deadline
+
+    def elapsed(self):
+        return time.perf_counter() - self.start
+
+
+class Problem:
+    """The objectives of one solve over a tree: weighted residual, Jacobian, cost and success."""
+
+    def __init__(self, tree, objectives):
+        if isinstance(objectives, Objective):
+            objectives = [objectives]
+        objectives = list(objectives)
+        if not objectives:
+            raise ValueError("solve needs at least one objective")
+        for o in objectives:
+            if not isinstance(o, Objective):
+                raise TypeError(f"not an objective: {o!r}")
+        self.tree = tree
+        self.objectives = objectives
+        # Fail early, with the objective named, on a link or joint the tree does not have.
+        state = tree.state(np.zeros(tree.n))
+        for o in objectives:
+            try:
+                o.residual(state)
+            except KeyError as e:
+                raise ValueError(f"{type(o).__name__}: {e.args[0]}") from None
+
+    def state(self, q):
+        return self.tree.state(q)
+
+    def residual(self, state, objectives=None):
+        objs = self.objectives if objectives is None else objectives
+        return np.concatenate([np.sqrt(o.weight) * o.residual(state) for o in objs])
+
+    def jacobian(self, state, objectives=None):
+        objs = self.objectives if objectives is None else objectives
+        return np.vstack([np.sqrt(o.weight) * o.jacobian(state) for o in objs])
+
+    def cost(self, state, objectives=None):
+        r = self.residual(state, objectives)
+        return 0.5 * float(r @ r)
+
+    def satisfied(self, state):
+        return all(bool(o.satisfied(state)) for o in self.objectives)
+
+    def result(self, q, method, budget, message, restarts=0):
+        state = self.state(q)
+        errors = np.array([float(o.error(state)) for o in self.objectives])
+        satisfied = [bool(o.satisfied(state)) for o in self.objectives]
+        return Result(
+            q=q, success=all(satisfied), errors=errors, iterations=budget.iterations, elapsed=budget.elapsed(),
+            message=message, method=method, cost=self.cost(state), satisfied=satisfied,
+            details=[o.details(state) for o in self.objectives], restarts=restarts,
+        )

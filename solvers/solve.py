@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One entry point for every method: ``solve(tree, objectives, seed_q, method=...)``."""
+
+import numpy as np
+
+from . import lm, ncg, nullspace, projected_gradient
+from .problem import Budget, Problem
+
+METHODS = {
+    "lm": lm.run,
+    "projected_gradient": projected_gradient.run,
+    "ncg": ncg.run,
+    "nullspace": nullspace.run,
+}
+
+
+def register_method(name, run):
+    """Add a method: ``run(problem, q0, budget, rng=..., **options) -> (q, message)``."""
+    METHODS[name] = run
+
+
+def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_iterations=None, rng=None,
+          restarts=None, **options):
+    """Solve IK from ``seed_q`` (default: zeros) and return a :class:`~.problem.Result`.
+
+    Every method keeps q feasible (the tree's projection). ``time_limit`` is in seconds and
+    ``max_iterations`` counts iterations over all restarts. ``restarts`` (default: on when a
+    ``time_limit`` is given) retries a local method from random feasible seeds drawn from ``rng``
+    while time is left, and keeps the best answer. Unreachable goals give the best effort found and
+    ``success=False``, never an exception.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    problem = Problem(tree, objectives)
+    budget = Budget(time_limit, max_iterations)
+    rng = np.random.default_rng(rng)
+    q0 = np.zeros(tree.n) if seed_q is None else np.asarray(seed_q, dtype=float).reshape(-1)
+    if q0.shape != (tree.n,):
+        raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
+    q0 = tree.project(q0)
+    run = METHODS[method]
+    if method not in ("lm", "projected_gradient", "ncg", "nullspace"):
+        q, message = run(problem, q0, budget, rng=rng, **options)
+        return problem.result(q, method, budget, message)
+
+    if restarts is None:
+        restarts = time_limit is not None
+    best_q, best_msg, best_key, count = None, "", None, 0
+    seed = q0
+    while True:
+        q, message = run(problem, seed, budget, **options)
+        state = problem.state(q)
+        key = (not problem.satisfied(state), problem.cost(state))
+        if best_key is None or key < best_key:
+            best_q, best_msg, best_key = q, message, key
+        if not best_key[0] or not restarts or budget.exhausted() or not budget.time_left():
+            break
+        count += 1
+        seed = tree.random_configurations(rng, 1)[0]
+    if count:
+        best_msg += f" (best of {count + 1} starts)"
+    return problem.result(best_q, method, budget, best_msg, restarts=count)

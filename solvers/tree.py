@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Kinematic tree: links, joints, batched forward kinematics, Jacobians and feasibility."""
+
+from collections import defaultdict
+
+import numpy as np
+
+from .rotations import cross
+from .joints import (
+    BoneJoint,
+    FreeJoint,
+    Joint,
+    build_models,
+    joint_nvar,
+    joint_stiffness,
+    joint_var_suffixes,
+)
+
+
+class Tree:
+    """A kinematic tree rooted at one fixed link (the base).
+
+    ``joints`` is a list of :class:`Joint`, :class:`BoneJoint` or :class:`FreeJoint`, each naming its
+    parent and child link. The configuration ``q`` holds the joints' variables in ``joint_names``
+    order; links are in ``link_names`` order (topological: a parent before its children).
+    """
+
+    def __init__(self, joints, root=None):
+        joints = list(joints)
+        children = defaultdict(list)
+        child_of = {}
+        for j in joints:
+            if j.child in child_of:
+                raise ValueError(f"link {j.child!r} has two parent joints ({child_of[j.child].name!r}, {j.name!r})")
+            child_of[j.child] = j
+            children[j.parent].append(j)
+        if root is None:
+            roots = sorted({j.parent for j in joints} - set(child_of)) or [None]
+            if len(roots) != 1 or roots[0] is None:
+                raise ValueError(f"the joints do not form one tree (roots: {roots})")
+            root = roots[0]
+        self.root = root
+        names, parent, origin, link_joint = [root], [-1], [np.eye(4)], [None]
+        index = {root: 0}
+        queue = [root]
+        while queue:  # breadth first: parents before children
+            link = queue.pop(0)
+            for j in children.get(link, ()):
+                index[j.child] = len(names)
+                names.append(j.child)
+                parent.append(index[link])
+                origin.append(np.asarray(j.origin, dtype=float).reshape(4, 4))
+                link_joint.append(j)
+                queue.append(j.child)
+        unreachable = set(child_of) - set(index)
+        if unreachable:
+            raise ValueError(f"links not connected to {root!r}: {sorted(unreachable)}")
+
+        self.link_names = names
+        self.link_index = index
+        self.parent = np.array(parent, dtype=int)
+        self.origin = np.array(origin)
+        self.joints = [j for j in link_joint if j is not None]
+        self.link_joint = link_joint
+
+        # Variables, in link order.
+        var_names, stiffness, entries, self.joint_vars = [], [], [], {}
+        var_link = []
+        for i, j in enumerate(link_joint):
+            if j is None:
+                continue
+            k = joint_nvar(j)
+            first = len(var_names)
+            self.joint_vars[j.name] = np.arange(first, first + k)
+            for s in joint_var_suffixes(j):
+                var_names.append(f"{j.name}.{s}" if s else j.name)
+            stiffness += joint_stiffness(j)
+            var_link += [i] * k
+            if k:
+                entries.append((i, first, j))
+        self.joint_names = var_names
+        self.n = len(var_names)
+        self.var_link = np.array(var_link, dtype=int)
+        self.weights = 1.0 - np.array(stiffness, dtype=float)  # Blender: weight = 1 - stiffness
+        self.models = build_models(entries)
+
+        self.lower = np.full(self.n, -np.inf)
+        self.upper = np.full(self.n, np.inf)
+        for m in self.models:
+            m.bounds(self.lower, self.upper)
+
+        depth = np.zeros(len(names), dtype=int)
+        for i in range(1, len(names)):
+            depth[i] = depth[self.parent[i]] + 1
+        self.levels = [np.flatnonzero(depth == d) for d in range(1, depth.max() + 1)] if len(names) > 1 else []
+        # ancestors[i, v]: variable v moves link i.
+        self.ancestors = np.zeros((len(names), self.n), dtype=bool)
+        for i in range(1, len(names)):
+            self.ancestors[i] = self.ancestors[self.parent[i]]
+            self.ancestors[i, self.var_link == i] = True
+        self._moving = np.array(sorted({int(f) for m in self.models for f in m.frames}), dtype=int)
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_urdf(cls, path_or_xml, base_link=None, tip_links=None):
+        """Build from a URDF file path or XML string, optionally the sub-tree from base_link to tip_links."""
+        from .urdf import parse_urdf
+
+        joints = parse_urdf(path_or_xml)
+        return cls.subtree_of(joints, base_link, tip_links)
+
+    @classmethod
+    def subtree_of(cls, joints, base_link=None, tip_links=None):
+        tree = cls(joints)
+        if base_link is None and tip_links is None:
+            return tree
+        base = tree.root if base_link is None else base_link
+        if base not in tree.link_index:
+            raise ValueError(f"no link named {base!r}")
+        if isinstance(tip_links, str):
+            tip_links = [tip_links]
+        keep = set()
+        if tip_links is None:
+            b = tree.link_index[base]
+            for i in range(len(tree.link_names)):
+                a = i
+                while a != -1 and a != b:
+                    a = tree.parent[a]
+                if a == b:
+                    keep.add(i)
+        else:
+            for tip in tip_links:
+                if tip not in tree.link_index:
+                    raise ValueError(f"no link named {tip!r}")
+                a = tree.link_index[tip]
+                path = []
+                while a != -1 and tree.link_names[a] != base:
+                    path.append(a)
+                    a = tree.parent[a]
+                if a == -1:
+                    raise ValueError(f"link {tip!r} is not below {base!r}")
+                keep.update(path)
+        kept = [tree.link_joint[i] for i in sorted(keep) if tree.link_joint[i] is not None and tree.link_names[i] != base]
+        if not kept:
+            raise ValueError(f"the sub-tree from {base!r} has no joints")
+        return cls(kept, root=base)
+
+    # ------------------------------------------------------------------------------------------
+    def link(self, name):
+        try:
+            return self.link_index[name]
+        except KeyError:
+            raise KeyError(f"no link named {name!r} in the tree") from None
+
+    def var(self, name):
+        """Index in q of a variable (a name from ``joint_names``) or of a one-variable joint."""
+        if name in self.joint_vars and len(self.joint_vars[name]) == 1:
+            return int(self.joint_vars[name][0])
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise KeyError(f"no joint variable named {name!r}") from None
+
+    def _as_batch(self, Q):
+        Q = np.asarray(Q, dtype=float)
+        single = Q.ndim == 1
+        Q = np.atleast_2d(Q)
+        if Q.shape[-1] != self.n:
+            raise ValueError(f"configuration has {Q.shape[-1]} values, the tree has {self.n} variables")
+        return Q, single
+
+    def fk_batch(self, Q):
+        """(P, n) -> (P, L, 4, 4) world matrices of every link, in ``link_names`` order."""
+        Q, _ = self._as_batch(Q)
+        P, L = Q.shape[0], len(self.link_names)
+        local = np.broadcast_to(self.origin, (P, L, 4, 4)).copy()
+        if len(self._moving):
+            M = np.zeros((P, L, 4, 4))
+            M[..., 3, 3] = 1.0
+            for model in self.models:
+                model.motion(Q, M)
+            mv = self._moving
+            local[:, mv] = self.origin[mv] @ M[:, mv]
+        world = local
+        if P == 1:  # one configuration: 2-D products link by link beat fancy-indexed levels
+            w, par = world[0], self.parent
+            for i in range(1, L):
+                w[i] = w[par[i]] @ w[i]
+            return world
+        for lvl in self.levels:
+            world[:, lvl] = world[:, self.parent[lvl]] @ local[:, lvl]
+        return world
+
+    def fk(self, q):
+        """{link name: 4x4 world matrix} for one configuration."""
+        W = self.fk_batch(np.asarray(q, dtype=float)[None])[0]
+        return {name: W[i] for i, name in enumerate(self.link_names)}
+
+    def state(self, q):
+        """Kinematic state of one configuration: link matrices and Jacobians."""
+        q = np.asarray(q, dtype=float)
+        return State(self, q, self.fk_batch(q[None])[0])
+
+    def project(self, Q):
+        """Nearest feasible configuration(s) in Blender's sense (clip, wrap, swing ellipse clamp)."""
+        Q, single = self._as_batch(Q)
+        Q = np.where(np.isfinite(Q), Q, 0.0)
+        Q = np.clip(Q, self.lower, self.upper)
+        for m in self.models:
+            m.project(Q)
+        return Q[0] if single else Q
+
+    def is_feasible(self, q, tol=1e-9):
+        q = np.asarray(q, dtype=float)
+        return bool(np.all(np.isfinite(q)) and np.max(np.abs(self.project(q) - q), initial=0.0) <= tol)
+
+    def span(self):
+        """Finite width of each variable's domain (for sampling and mutation)."""
+        width = self.upper - self.lower
+        return np.where(np.isfinite(width), width, 2.0 * np.pi)
+
+    def random_configurations(self, rng, count):
+        """(count, n) feasible configurations, uniform in each variable's range before projection."""
+        rng = np.random.default_rng(rng)
+        lo = np.where(np.isfinite(self.lower), self.lower, -np.pi)
+        hi = np.where(np.isfinite(self.upper), self.upper, np.pi)
+        return self.project(rng.uniform(lo, hi, size=(count, self.n)))
+
+    def chain_length(self, link):
+        """Sum of the joint offsets from the root to a link (paper 000's L for the position loss)."""
+        i, total = self.link(link) if isinstance(link, str) else link, 0.0
+        while i > 0:
+            total += np.linalg.norm(self.origin[i, :3, 3])
+            i = self.parent[i]
+        return total
+
+    def __repr__(self):
+        return f"<Tree {len(self.link_names)} links, {self.n} variables, root {self.root!r}>"
+
+
+class BatchState:
+    """Link matrices of P configurations: ``q`` (P, n), ``world`` (P, L, 4, 4); for batched objectives."""
+
+    def __init__(self, tree, Q, world=None):
+        self.tree, self.q = tree, np.asarray(Q, dtype=float)
+        self.world = tree.fk_batch(self.q) if world is None else world
+        self.cache = {}
+
+
+class State:
+    """Link matrices of one configuration, with lazily computed motion generators for Jacobians."""
+
+    def __init__(self, tree, q, world):
+        self.tree, self.q, self.world = tree, q, world
+        self._gen = None
+        self.cache = {}  # objectives keep per-state values here (residuals are asked for several times)
+
+    def matrix(self, link):
+        return self.world[link]
+
+    def generators(self):
+        """Per variable: world angular axis, linear direction, rotation origin, rotational flag."""
+        if self._gen is None:
+            t, n = self.tree, self.tree.n
+            omega, linear, origin = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+            rotational = np.zeros(n, dtype=bool)
+            pre = None
+            if any(m.needs_pre for m in t.models):
+                par = t.parent
+                parent_world = np.where(par[:, None, None] >= 0, self.world[np.maximum(par, 0)], np.eye(4))
+                pre = parent_world @ t.origin
+            for m in t.models:
+                m.generators(self.q, pre, self.world, omega, linear, origin, rotational)
+            self._gen = (omega, linear, origin, rotational)
+        return self._gen
+
+    def point_jacobian(self, link, point):
+        """(6, n) geometric Jacobian of a world point fixed to ``link``: linear rows, then angular."""
+        omega, linear, origin, rotational = self.generators()
+        mask = self.tree.ancestors[link]
+        J = np.zeros((6, self.tree.n))
+        lin = np.where(rotational[:, None], cross(omega, np.asarray(point) - origin), linear)
+        J[:3] = (lin * mask[:, None]).T
+        J[3:] = (np.where(rotational[:, None], omega, 0.0) * mask[:, None]).T
+        return J
+
+
+__all__ = ["Tree", "State", "Joint", "BoneJoint", "FreeJoint"]
