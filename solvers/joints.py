@@ -130,6 +130,10 @@ class _Model:
     nvar = 0
     needs_pre = True  # generators need the joint frame parent_world @ origin
 
+    def coupled(self):
+        """Variables whose box bounds must not be clipped one by one (project() handles them)."""
+        return np.zeros(0, dtype=int)
+
     def __init__(self, entries):
         self.frames = np.array([e[0] for e in entries], dtype=int)
         self.vars = np.array([[e[1] + k for k in range(self.nvar)] for e in entries], dtype=int).reshape(
@@ -219,6 +223,9 @@ class BallModel(_Model):
     def bounds(self, lower, upper):
         lower[self.vars] = -np.pi
         upper[self.vars] = np.pi
+
+    def coupled(self):
+        return self.vars.ravel()
 
     def project(self, Q):
         Q[:, self.vars] = wrap_rotation_vector(Q[:, self.vars])
@@ -314,6 +321,11 @@ class SwingTwistModel(_Model):
                 lower[idx] = -np.pi
                 upper[idx] = np.pi
 
+    def coupled(self):
+        if self.elbow:
+            return np.zeros(0, dtype=int)
+        return np.concatenate([self.vars[:, self.col[a]] for a in (0, 2) if a in self.col])
+
     def project(self, Q):
         if 1 in self.col:
             idx = self.vars[:, self.col[1]]
@@ -342,8 +354,10 @@ class FreeModel(_Model):
 
     def motion(self, Q, out):
         x = Q[:, self.vars]  # (P, m, 6)
-        out[:, self.frames, :3, :3] = exp_so3(x[..., 3:])
-        out[:, self.frames, :3, 3] = x[..., :3]
+        M = out[:, self.frames]
+        M[..., :3, :3] = exp_so3(x[..., 3:])
+        M[..., :3, 3] = x[..., :3]
+        out[:, self.frames] = M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
         Rpre = pre[self.frames, :3, :3]
@@ -358,6 +372,9 @@ class FreeModel(_Model):
     def bounds(self, lower, upper):
         lower[self.vars[:, :3]], upper[self.vars[:, :3]] = -np.inf, np.inf
         lower[self.vars[:, 3:]], upper[self.vars[:, 3:]] = -np.pi, np.pi
+
+    def coupled(self):
+        return self.vars[:, 3:].ravel()
 
     def project(self, Q):
         Q[:, self.vars[:, 3:]] = wrap_rotation_vector(Q[:, self.vars[:, 3:]])

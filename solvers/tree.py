@@ -88,6 +88,10 @@ class Tree:
         self.upper = np.full(self.n, np.inf)
         for m in self.models:
             m.bounds(self.lower, self.upper)
+        self._clip_lower, self._clip_upper = self.lower.copy(), self.upper.copy()
+        for m in self.models:
+            c = m.coupled()
+            self._clip_lower[c], self._clip_upper[c] = -np.inf, np.inf
 
         depth = np.zeros(len(names), dtype=int)
         for i in range(1, len(names)):
@@ -205,7 +209,7 @@ class Tree:
         """Nearest feasible configuration(s) in Blender's sense (clip, wrap, swing ellipse clamp)."""
         Q, single = self._as_batch(Q)
         Q = np.where(np.isfinite(Q), Q, 0.0)
-        Q = np.clip(Q, self.lower, self.upper)
+        Q = np.clip(Q, self._clip_lower, self._clip_upper)
         for m in self.models:
             m.project(Q)
         return Q[0] if single else Q

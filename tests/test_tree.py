@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The kinematic tree: URDF, forward kinematics, Jacobians, Blender's bone limits, projection."""
+
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from helpers import ARMS, numeric_jacobian, random_tree, rotation_difference, transform, urdf
+
+from fullbody_ik.solvers import BoneJoint, FreeJoint, Joint, Tree
+from fullbody_ik.solvers.rotations import axis_rotation, exp_so3, log_so3, rpy_matrix
+
+
+# --- URDF --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,base,tip,n", ARMS)
+def test_urdf_arms_load_with_limits(name, base, tip, n):
+    tree = Tree.from_urdf(urdf(name), base_link=base, tip_links=tip)
+    assert tree.n == n
+    assert tree.link_names[0] == base and tip in tree.link_names
+    assert len(tree.joint_names) == n
+    assert np.all(tree.lower <= tree.upper)
+    # Every joint of the chain is in the file with these limits.
+    doc = ET.parse(urdf(name)).getroot()
+    for jname, lo, hi in zip(tree.joint_names, tree.lower, tree.upper):
+        el = next(j for j in doc.iter("joint") if j.get("name") == jname)
+        if el.get("type") == "continuous":
+            assert lo == -np.inf and hi == np.inf
+        else:
+            assert lo == pytest.approx(float(el.find("limit").get("lower")))
+            assert hi == pytest.approx(float(el.find("limit").get("upper")))
+
+
+def test_pr2_continuous_joints_are_unbounded_and_wrapped():
+    tree = Tree.from_urdf(urdf("pr2.urdf"), "torso_lift_link", "r_wrist_roll_link")
+    cont = [i for i in range(tree.n) if not np.isfinite(tree.lower[i])]
+    assert len(cont) == 2
+    q = np.zeros(tree.n)
+    q[cont] = [7.0, -9.0]
+    p = tree.project(q)
+    assert np.all(np.abs(p[cont]) <= np.pi)
+    # Wrapping keeps the pose.
+    for link in tree.link_names:
+        assert np.allclose(tree.fk(q)[link], tree.fk(p)[link], atol=1e-12)
+
+
+def test_human_urdf_whole_tree():
+    tree = Tree.from_urdf(urdf("human.urdf"))
+    assert tree.n == 36
+    assert all(np.isfinite(tree.lower)) and all(np.isfinite(tree.upper))
+
+
+def _reference_fk(path, q_by_name):
+    """Independent FK straight from the XML: recursive, one joint at a time, scalar math."""
+    doc = ET.parse(path).getroot()
+    joints = [j for j in doc.iter("joint") if j.find("parent") is not None]
+    world = {}
+    children = {j.find("child").get("link") for j in joints}
+    roots = {j.find("parent").get("link") for j in joints} - children
+    for r in roots:
+        world[r] = np.eye(4)
+    pending = list(joints)
+    while pending:
+        for j in list(pending):
+            parent = j.find("parent").get("link")
+            if parent not in world:
+                continue
+            o = j.find("origin")
+            T = np.eye(4)
+            if o is not None:
+                T[:3, :3] = rpy_matrix([float(v) for v in (o.get("rpy") or "0 0 0").split()])
+                T[:3, 3] = [float(v) for v in (o.get("xyz") or "0 0 0").split()]
+            ax = j.find("axis")
+            a = np.array([float(v) for v in (ax.get("xyz") if ax is not None else "1 0 0").split()])
+            a = a / max(np.linalg.norm(a), 1e-300)
+            M = np.eye(4)
+            qv = q_by_name.get(j.get("name"), 0.0)
+            if j.get("type") in ("revolute", "continuous"):
+                M[:3, :3] = exp_so3(a * qv)
+            elif j.get("type") == "prismatic":
+                M[:3, 3] = a * qv
+            world[j.find("child").get("link")] = world[parent] @ T @ M
+            pending.remove(j)
+    return world
+
+
+@pytest.mark.parametrize("name", ["kuka_iiwa.urdf", "franka_panda.urdf", "ur5.urdf", "pr2.urdf", "baxter.urdf",
+                                  "kuka_kr120r2500pro.urdf", "human.urdf"])
+def test_fk_matches_an_independent_reference(name):
+    tree = Tree.from_urdf(urdf(name))
+    rng = np.random.default_rng(3)
+    for q in tree.random_configurations(rng, 3):
+        ours = tree.fk(q)
+        ref = _reference_fk(urdf(name), dict(zip(tree.joint_names, q)))
+        root = ref[tree.root]
+        for link in tree.link_names:
+            assert np.allclose(ours[link], np.linalg.inv(root) @ ref[link], atol=1e-10), link
+
+
+def test_subtree_is_relative_to_its_base():
+    full = Tree.from_urdf(urdf("baxter.urdf"))
+    sub = Tree.from_urdf(urdf("baxter.urdf"), "right_arm_mount", "right_wrist")
+    q = sub.random_configurations(0, 1)[0]
+    qf = np.zeros(full.n)
+    for name, v in zip(sub.joint_names, q):
+        qf[full.joint_names.index(name)] = v
+    F, S = full.fk(qf), sub.fk(q)
+    base = F["right_arm_mount"]
+    assert np.allclose(np.linalg.inv(base) @ F["right_wrist"], S["right_wrist"], atol=1e-10)
+
+
+def test_urdf_from_string_and_clear_errors():
+    xml = """<robot name="r"><link name="a"/><link name="b"/>
+      <joint name="j" type="revolute"><parent link="a"/><child link="b"/>
+      <origin xyz="0 0 1" rpy="0 0 0"/><axis xyz="0 0 1"/><limit lower="-1" upper="1"/></joint></robot>"""
+    tree = Tree.from_urdf(xml)
+    assert tree.joint_names == ["j"] and tree.lower[0] == -1 and tree.upper[0] == 1
+    with pytest.raises(FileNotFoundError):
+        Tree.from_urdf("/no/such/file.urdf")
+    with pytest.raises(ValueError, match="planar"):
+        Tree.from_urdf(xml.replace('type="revolute"', 'type="planar"'))
+    with pytest.raises(ValueError, match="no link named"):
+        Tree.from_urdf(xml, base_link="zzz")
+    with pytest.raises(ValueError, match="configuration has"):
+        tree.fk([1.0, 2.0])
+
+
+# --- batched FK and Jacobians ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fk_batch_equals_single(seed):
+    tree = random_tree(seed, n_links=10, free_root=True)
+    Q = tree.random_configurations(seed, 6)
+    W = tree.fk_batch(Q)
+    assert W.shape == (6, len(tree.link_names), 4, 4)
+    for p in range(6):
+        single = tree.fk(Q[p])
+        for i, link in enumerate(tree.link_names):
+            assert np.allclose(W[p, i], single[link], atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_point_jacobian_matches_finite_differences(seed):
+    tree = random_tree(seed, n_links=9, free_root=seed % 2 == 0)
+    rng = np.random.default_rng(seed)
+    q = tree.random_configurations(rng, 1)[0] * 0.9
+    offset = rng.normal(size=3) * 0.2
+    st = tree.state(q)
+    for link in range(1, len(tree.link_names)):
+        point = st.world[link, :3, :3] @ offset + st.world[link, :3, 3]
+        J = st.point_jacobian(link, point)
+
+        def position(x):
+            W = tree.fk_batch(x[None])[0][link]
+            return W[:3, :3] @ offset + W[:3, 3]
+
+        assert np.allclose(J[:3], numeric_jacobian(position, q), atol=1e-6)
+        R0 = st.world[link, :3, :3]
+        eps = 1e-6
+        Jw = np.zeros((3, tree.n))
+        for k in range(tree.n):
+            e = np.zeros(tree.n)
+            e[k] = eps
+            Rp = tree.fk_batch((q + e)[None])[0][link, :3, :3]
+            Rm = tree.fk_batch((q - e)[None])[0][link, :3, :3]
+            Jw[:, k] = log_so3(Rp @ Rm.T) / (2 * eps)
+        assert np.allclose(J[3:], Jw, atol=1e-6), (link, R0)
+
+
+def test_unlimited_ball_joint_has_no_singularity():
+    tree = Tree([BoneJoint("b", "base", "bone", np.eye(4))])
+    assert tree.n == 3
+    for angle in [0.0, 1.0, np.pi / 2, np.pi - 1e-3, np.pi]:
+        q = np.array([angle, 0.0, 0.0])
+        J = tree.state(q).point_jacobian(1, np.zeros(3))[3:]
+        assert np.linalg.svd(J, compute_uv=False).min() > 0.6
+    # Wrapping past pi keeps the rotation and the norm <= pi.
+    q = np.array([4.0, -2.0, 1.0])
+    p = tree.project(q)
+    assert np.linalg.norm(p) <= np.pi + 1e-12
+    assert rotation_difference(exp_so3(p), exp_so3(q)) < 1e-10
+
+
+# --- Blender's bone limits ---------------------------------------------------------------------
+
+
+def blender_range_parameters(R):
+    """IK_Math.h SphericalRangeParameters: (ax, twist, az) of R = Swing(ax, az) Twist(tau)."""
+    tau = 2.0 * math.atan2(R[0, 2] - R[2, 0], R[0, 0] + R[1, 1] + R[2, 2] + 1)
+    num = 1.0 / math.sqrt(2.0 * (1.0 + R[1, 1]))
+    return -R[2, 1] * num, tau, R[0, 1] * num
+
+
+def blender_swing_matrix(ax, az):
+    s2 = ax * ax + az * az
+    c2 = math.sqrt(0.0 if s2 >= 1.0 else 1.0 - s2)
+    from fullbody_ik.solvers.rotations import quaternion_to_matrix
+
+    return quaternion_to_matrix([-c2, ax, 0.0, az])
+
+
+def blender_ellipse_clamp(ax, az, amin, amax):
+    """IK_Math.h EllipseClamp, line for line."""
+    if ax < 0.0:
+        x, xlim = -ax, -amin[0]
+    else:
+        x, xlim = ax, amax[0]
+    if az < 0.0:
+        z, zlim = -az, -amin[1]
+    else:
+        z, zlim = az, amax[1]
+    if abs(xlim) < 1e-20 or abs(zlim) < 1e-20:
+        if x <= xlim and z <= zlim:
+            return ax, az, False
+        x, z = min(x, xlim), min(z, zlim)
+    else:
+        invx, invz = 1.0 / (xlim * xlim), 1.0 / (zlim * zlim)
+        if x * x * invx + z * z * invz <= 1.0:
+            return ax, az, False
+        if abs(x) < 1e-20:
+            x, z = 0.0, zlim
+        else:
+            rico = z / x
+            x = math.sqrt(1.0 / (invx + invz * rico * rico))
+            z = rico * x
+    return (-x if ax < 0 else x), (-z if az < 0 else z), True
+
+
+def blender_clamp(R, limits):
+    """IK_QSphericalSegment::UpdateAngle's clamp of a new basis R, for limits {'x','y','z'}."""
+    ax, ay, az = blender_range_parameters(R)
+    amin, amax = [0.0, 0.0], [0.0, 0.0]
+    for k, a in ((0, "x"), (1, "z")):
+        if a in limits:
+            lo, hi = limits[a]
+            amin[k], amax[k] = -math.sin(hi / 2), -math.sin(lo / 2)  # SetLimit
+    if "y" in limits:
+        ay = min(max(ay, limits["y"][0]), limits["y"][1])
+    if "x" in limits and "z" in limits:
+        ax, az, _ = blender_ellipse_clamp(ax, az, amin, amax)
+    elif "x" in limits:
+        ax = min(max(ax, amin[0]), amax[0])
+    elif "z" in limits:
+        az = min(max(az, amin[1]), amax[1])
+    return blender_swing_matrix(ax, az) @ axis_rotation(1, ay)
+
+
+LIMIT_SETS = [
+    {"x": (-0.5, 1.2), "y": (-0.3, 0.8), "z": (-1.0, 0.4)},
+    {"x": (-2.5, 0.2), "z": (-0.1, 2.9)},
+    {"x": (-0.7, 0.7)},
+    {"z": (-1.5, 0.0)},
+    {"y": (-0.2, 0.2)},
+    {"x": (-np.pi, np.pi), "y": (-1.0, 1.0), "z": (-np.pi / 2, np.pi / 3)},
+]
+
+
+@pytest.mark.parametrize("limits", LIMIT_SETS)
+def test_projection_is_blenders_clamp(limits):
+    """Our feasible set and projection are Blender's: clamp any rotation the way intern/iksolver does."""
+    origin = transform((0.3, -0.2, 0.5), (0, 1, 0))
+    tree = Tree([BoneJoint("b", "base", "bone", origin, limits=limits)])
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        # A random rotation, expressed in our variables (swing exponential coordinates and twist).
+        R = exp_so3(rng.normal(size=3) * 1.2)
+        ax, tau, az = blender_range_parameters(R)
+        s = 2 * np.arcsin(min(1.0, math.hypot(ax, az)))
+        r = math.hypot(ax, az)
+        sx, sz = (-ax * s / r, -az * s / r) if r > 1e-12 else (0.0, 0.0)
+        q = np.array([sx, tau, sz])
+        M = np.linalg.inv(origin) @ tree.fk(q)["bone"]
+        assert rotation_difference(M[:3, :3], R) < 1e-9  # the parametrization reproduces R
+        p = tree.project(q)
+        M = np.linalg.inv(origin) @ tree.fk(p)["bone"]
+        assert rotation_difference(M[:3, :3], blender_clamp(R, limits)) < 1e-9
+        assert np.allclose(tree.project(p), p, atol=1e-12)  # idempotent
+
+
+@pytest.mark.parametrize("limits", LIMIT_SETS)
+def test_feasible_samples_are_inside_blenders_limits(limits):
+    tree = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)])
+    for q in tree.random_configurations(1, 300):
+        R = tree.fk(q)["bone"][:3, :3]
+        if 1.0 + R[1, 1] < 1e-4:
+            continue  # swing within ~1 degree of 180: Blender's decomposition itself is singular there
+        assert rotation_difference(blender_clamp(R, limits), R) < 1e-9
+
+
+def test_locked_axes_and_elbow_and_stiffness():
+    # Y locked -> swing only (x, z); X locked -> elbow about Z with twist; two locked -> one hinge.
+    tree = Tree([
+        BoneJoint("swing", "base", "a", np.eye(4), lock=(False, True, False), limits={"x": (-0.5, 0.5)}),
+        BoneJoint("elbow", "a", "b", transform(xyz=(0, 1, 0)), lock=(True, False, False),
+                  limits={"z": (0.0, 2.0), "y": (-0.1, 0.1)}, stiffness=(0, 0.5, 0.9)),
+        BoneJoint("hinge", "b", "c", transform(xyz=(0, 1, 0)), lock=(True, True, False), limits={"z": (-1, 1)}),
+        BoneJoint("rigid", "c", "d", transform(xyz=(0, 1, 0)), lock=(True, True, True)),
+    ])
+    assert tree.joint_names == ["swing.x", "swing.z", "elbow.y", "elbow.z", "hinge.z"]
+    assert np.allclose(tree.weights, [1, 1, 0.5, 0.1, 1])
+    q = tree.project(np.array([2.0, 0.3, 1.0, 3.0, -5.0]))
+    assert q[2] == pytest.approx(0.1) and q[3] == pytest.approx(2.0) and q[4] == pytest.approx(-1.0)
+    # The elbow is RotZ(a) @ RotY(twist) (IK_QElbowSegment), and locked axes never move.
+    M = np.linalg.inv(tree.fk(q)["a"] @ transform(xyz=(0, 1, 0))) @ tree.fk(q)["b"]
+    assert np.allclose(M[:3, :3], axis_rotation(2, q[3]) @ axis_rotation(1, q[2]), atol=1e-12)
+    ax, tau, az = blender_range_parameters(tree.fk(q)["a"][:3, :3])
+    assert abs(tau) < 1e-12  # no twist on a Y-locked bone
+    assert -ax <= math.sin(0.25) + 1e-12
+
+
+def test_free_root_moves_everything():
+    tree = Tree([FreeJoint("root", "world", "hips"), Joint("knee", "revolute", "hips", "shin",
+                                                             transform(xyz=(0, 0, -1)), (1, 0, 0), -1, 1)])
+    assert tree.n == 7 and np.all(np.isinf(tree.lower[:3]))
+    q = np.array([1.0, 2.0, 3.0, 0.0, 0.0, np.pi / 2, 0.0])
+    W = tree.fk(q)
+    assert np.allclose(W["hips"][:3, 3], [1, 2, 3])
+    assert np.allclose(W["shin"][:3, 3], [1, 2, 2])
