@@ -61,7 +61,7 @@ def _numerical_gradient(f, x, h):
 
 def minimize(
     cost, x0, eq=(), ineq=(), bounds=None, max_iter=1000, initial_step_length=1e-6, step_multiplier=2.0,
-    step_tol=1e-4, cost_tol=1e-4, constraint_tol=1e-4, gradient_step=1e-7, max_inner=200,
+    step_tol=1e-4, cost_tol=1e-4, constraint_tol=1e-3, gradient_step=1e-7, max_inner=200,
 ):
     """Minimize cost(x) subject to g(x) = 0 for g in ``eq`` and h(x) <= 0 for h in ``ineq`` (Alg. 4).
 
@@ -118,13 +118,15 @@ def minimize(
         J_ineq = []
         for h in ineq:
             c = h(x)
-            if c < 0.0:
-                continue
+            if c < -step_tol:
+                continue  # inactive (within step_tol of the boundary counts as active: no ping-pong)
             dh = grad(h, x)
             if np.linalg.norm(dh) < ZERO:
                 continue
             active = list(J_eq) + [row for row in J_ineq if row @ dh < 0.0]
             J_ineq.append(dh)
+            if c < 0.0:
+                continue  # active but satisfied: constrains the cost stage only
             d = nullspace_projector(np.array(active), n) @ dh if active else dh
             if np.linalg.norm(d) < ZERO:
                 continue
@@ -151,9 +153,9 @@ def minimize(
                     c_new = f(x_new)
                     if c_new > c:
                         break
-                    if any(h(x_new) > max(0.0, hv) for h, hv in zip(ineq, h_now)):
-                        break  # would violate an inequality
                     x, c = x_new, c_new
+                    if any(h(x) > max(0.0, hv) for h, hv in zip(ineq, h_now)):
+                        break  # an inequality became violated: Alg. 2 activates it next iteration
                     step *= step_multiplier
         cost1 = f(x)
         if np.linalg.norm(x - x_start) < step_tol:
