@@ -72,11 +72,8 @@ def wrap_rotation_vector(v):
     over = n > np.pi
     if not np.any(over):
         return v
-    scale = np.where(over, 1.0 - TWO_PI / np.where(over, n, 1.0), 1.0)
-    v = v * scale
-    n2 = np.linalg.norm(v, axis=-1, keepdims=True)
-    # Results may still exceed pi for norms above 3 pi: fold repeatedly (rare).
-    return wrap_rotation_vector(v) if np.any(n2 > np.pi + 1e-12) else v
+    safe = np.where(over, n, 1.0)
+    return np.where(over, v * (wrap_angle(safe) / safe), v)  # angle t -> t - 2 pi k, same axis line
 
 
 # ---------------------------------------------------------------------------------------------

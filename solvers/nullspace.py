@@ -233,7 +233,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, b
         for objs in eq_levels:
             J = problem.jacobian(state, objs) * D
             r = problem.residual(state, objs)
-            if not all(bool(o.satisfied(state)) for o in objs):
+            if float(r @ r) > 1e-24:  # Alg. 1 skips only a level already at zero, not merely within tolerance
                 N = nullspace_projector(J_acc, n)
                 dx = _damped_step(J, r, N, 0.5 * float(r @ r), damping_bias)
                 if np.linalg.norm(dx) > ZERO:
@@ -246,12 +246,13 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, b
         for o in ineq:
             g = float(o.constraint(state))
             grad = o.constraint_gradient(state) * D
-            if g >= 0.0 and np.linalg.norm(grad) > ZERO:
-                N = nullspace_projector(J_acc, n)
-                d = N @ grad
-                denom = float(grad @ d)
-                if denom > ZERO:
-                    q, state = line_search(q, state, -d * (g + 1e-9) / denom, [o], done)
+            if g >= -10.0 * o.tolerance and np.linalg.norm(grad) > ZERO:  # near the boundary counts as active
+                if g >= 0.0:
+                    N = nullspace_projector(J_acc, n)
+                    d = N @ grad
+                    denom = float(grad @ d)
+                    if denom > ZERO:
+                        q, state = line_search(q, state, -d * (g + 1e-9) / denom, [o], done)
                 active_ineq.append(o)
         # Alg. 3: the cost in the nullspace of every active constraint.
         if cost_objs:

@@ -53,9 +53,6 @@ class Budget:
             return True
         return self.deadline is not None and time.perf_counter() >= self.deadline
 
-    def time_left(self):
-        return self.deadline is not None and time.perf_counter() < self.deadline
-
     def elapsed(self):
         return time.perf_counter() - self.start
 

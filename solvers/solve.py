@@ -25,8 +25,8 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
 
     Every method keeps q feasible (the tree's projection). ``time_limit`` is in seconds and
     ``max_iterations`` counts iterations over all restarts. ``restarts`` (default: on when a
-    ``time_limit`` is given) retries a local method from random feasible seeds drawn from ``rng``
-    while time is left, and keeps the best answer. Unreachable goals give the best effort found and
+    ``time_limit`` is given; True, False or a count) retries a local method that ended without success
+    from random feasible seeds drawn from ``rng`` while the budget lasts, and keeps the best answer. Unreachable goals give the best effort found and
     ``success=False``, never an exception.
     """
     if method not in METHODS:
@@ -45,6 +45,9 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
 
     if restarts is None:
         restarts = time_limit is not None
+    # True: restart while the budget lasts (at most 10 times when there is no budget); an int: at most that many.
+    max_restarts = (0 if not restarts else 10 if time_limit is None and max_iterations is None else 10**9) \
+        if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
     while True:
@@ -53,7 +56,7 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
         key = (not problem.satisfied(state), problem.cost(state))
         if best_key is None or key < best_key:
             best_q, best_msg, best_key = q, message, key
-        if not best_key[0] or not restarts or budget.exhausted() or not budget.time_left():
+        if not best_key[0] or count >= max_restarts or budget.exhausted():
             break
         count += 1
         seed = tree.random_configurations(rng, 1)[0]

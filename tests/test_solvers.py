@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The four local solvers and the nullspace optimizer: they reach goals, respect limits whatever the input,
+and share one result type."""
+
+import numpy as np
+import pytest
+from helpers import random_tree, urdf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fullbody_ik.solvers import (
+    BoneJoint, Displacement, Distance, JointValue, LookAt, Pose, Position, Tree, solve,
+)
+from fullbody_ik.solvers.nullspace import minimize
+
+LOCAL = ["lm", "projected_gradient", "ncg", "nullspace"]
+
+
+@pytest.fixture(scope="module")
+def iiwa():
+    return Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")
+
+
+@pytest.mark.parametrize("method", ["lm", "nullspace"])
+def test_second_order_methods_reach_full_poses(iiwa, method):
+    rng = np.random.default_rng(0)
+    solved = 0
+    for k in range(20):
+        target = iiwa.fk(iiwa.random_configurations(rng, 1)[0])["lbr_iiwa_link_7"]
+        res = solve(iiwa, [Pose("lbr_iiwa_link_7", target)], iiwa.random_configurations(rng, 1)[0],
+                    method=method, max_iterations=400, rng=k, restarts=True)
+        solved += res.success
+        if res.success:
+            T = iiwa.fk(res.q)["lbr_iiwa_link_7"]
+            assert np.linalg.norm(T[:3, 3] - target[:3, 3]) <= 1e-4
+            assert res.errors[0] <= 1e-4 and res.details[0]["angular_error"] <= 1e-3
+    assert solved >= 19
+
+
+@pytest.mark.parametrize("method", ["projected_gradient", "ncg"])
+def test_first_order_methods_reach_positions(iiwa, method):
+    rng = np.random.default_rng(1)
+    solved = 0
+    for k in range(10):
+        target = iiwa.fk(iiwa.random_configurations(rng, 1)[0])["lbr_iiwa_link_7"][:3, 3]
+        res = solve(iiwa, [Position("lbr_iiwa_link_7", target)], np.zeros(iiwa.n), method=method,
+                    max_iterations=3000, rng=k, restarts=True)
+        solved += res.success
+    assert solved >= 8
+
+
+@pytest.mark.parametrize("method", LOCAL)
+def test_descent_from_the_seed_and_result_fields(iiwa, method):
+    target = iiwa.fk(np.full(iiwa.n, 0.3))["lbr_iiwa_link_7"]
+    objs = [Pose("lbr_iiwa_link_7", target)]
+    res = solve(iiwa, objs, np.zeros(iiwa.n), method=method, max_iterations=50)
+    assert res.method == method and res.iterations <= 50 and res.elapsed > 0
+    assert res.cost < 0.5 * np.sum(Pose("lbr_iiwa_link_7", target).residual(iiwa.state(np.zeros(iiwa.n))) ** 2)
+    assert len(res.errors) == 1 and len(res.satisfied) == 1 and isinstance(res.message, str)
+    assert iiwa.is_feasible(res.q)
+
+
+def test_time_limit_is_respected(iiwa):
+    far = Position("lbr_iiwa_link_7", [5.0, 5.0, 5.0])  # unreachable: the solver never succeeds
+    for method in LOCAL:
+        res = solve(iiwa, [far], None, method=method, time_limit=0.02, rng=0)
+        assert not res.success and res.elapsed < 0.02 + 0.05
+        assert np.linalg.norm(iiwa.fk(res.q)["lbr_iiwa_link_7"][:3, 3]) > 1.0  # it reached toward the target
+
+
+def test_unknown_names_and_methods_are_clear_errors(iiwa):
+    with pytest.raises(ValueError, match="no link named 'hand'"):
+        solve(iiwa, [Position("hand", [0, 0, 1])], None)
+    with pytest.raises(ValueError, match="unknown method"):
+        solve(iiwa, [Position("lbr_iiwa_link_7", [0, 0, 1])], None, method="magic")
+    with pytest.raises(ValueError, match="at least one objective"):
+        solve(iiwa, [], None)
+    with pytest.raises(ValueError, match="seed has 3 values"):
+        solve(iiwa, [Position("lbr_iiwa_link_7", [0, 0, 1])], [0, 0, 0])
+
+
+def test_same_seed_same_answer(iiwa):
+    objs = [Position("lbr_iiwa_link_7", [5.0, 0.0, 0.0])]
+    a = solve(iiwa, objs, None, method="lm", max_iterations=60, rng=7, restarts=True)
+    b = solve(iiwa, objs, None, method="lm", max_iterations=60, rng=7, restarts=True)
+    assert np.array_equal(a.q, b.q)
+
+
+def test_nullspace_priorities_meet_the_higher_goal_first(iiwa):
+    q_a, q_b = np.full(iiwa.n, 0.4), np.full(iiwa.n, -0.6)
+    high = Position("lbr_iiwa_link_7", iiwa.fk(q_a)["lbr_iiwa_link_7"][:3, 3], priority=1)
+    low = Position("lbr_iiwa_link_7", iiwa.fk(q_b)["lbr_iiwa_link_7"][:3, 3], priority=0, weight=10.0)
+    res = solve(iiwa, [high, low], np.zeros(iiwa.n), method="nullspace", max_iterations=200)
+    assert res.satisfied[0] and not res.satisfied[1]
+    # Lower priority moves only in the nullspace: an elbow goal is met as far as the hand allows.
+    hand = Position("lbr_iiwa_link_7", iiwa.fk(q_a)["lbr_iiwa_link_7"][:3, 3], priority=1)
+    elbow_target = iiwa.fk(q_a)["lbr_iiwa_link_4"][:3, 3]
+    elbow = Position("lbr_iiwa_link_4", elbow_target, priority=0)
+    res = solve(iiwa, [hand, elbow], np.zeros(iiwa.n), method="nullspace", max_iterations=300)
+    assert res.satisfied[0] and res.errors[1] < 1e-3
+
+
+def test_nullspace_distance_is_an_inequality(iiwa):
+    q_t = np.array([0.3, 0.8, 0.0, -1.2, 0.0, 0.5, 0.0])
+    target = iiwa.fk(q_t)["lbr_iiwa_link_7"][:3, 3]
+    elbow = iiwa.fk(q_t)["lbr_iiwa_link_4"][:3, 3]
+    objs = [Position("lbr_iiwa_link_7", target, priority=1),
+            Distance("lbr_iiwa_link_4", 0.15, other_point=elbow, priority=1)]
+    res = solve(iiwa, objs, q_t + 0.05, method="nullspace", max_iterations=500)
+    assert res.success, res
+    assert np.linalg.norm(iiwa.fk(res.q)["lbr_iiwa_link_4"][:3, 3] - elbow) >= 0.15 - 1e-4
+
+
+def test_multi_objective_human(tmp_path):
+    tree = Tree.from_urdf(urdf("human.urdf"))
+    rng = np.random.default_rng(5)
+    q_t = tree.random_configurations(rng, 1)[0]
+    W = tree.fk(q_t)
+    links = [l for l in tree.link_names if "wrist" in l or "ankle" in l]
+    objs = [Pose(l, W[l]) for l in links]
+    objs.append(Displacement(np.zeros(tree.n), weight=1e-6))
+    res = solve(tree, objs, np.zeros(tree.n), method="lm", max_iterations=500, rng=0, restarts=True)
+    assert res.success, res
+
+
+# --- properties over random trees, limits and targets ---------------------------------------------
+
+finite = st.floats(-1e3, 1e3, allow_nan=False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), method=st.sampled_from(LOCAL), free_root=st.booleans(),
+       target=st.tuples(finite, finite, finite), weird_seed=st.sampled_from(["random", "nan", "huge"]))
+def test_limits_hold_and_nothing_breaks_whatever_the_input(seed, method, free_root, target, weird_seed):
+    rng = np.random.default_rng(seed)
+    tree = random_tree(rng, n_links=int(rng.integers(2, 9)), free_root=free_root)
+    links = tree.link_names[1:]
+    objs = [
+        Position(links[-1], target),
+        Pose(links[rng.integers(len(links))], np.eye(4), weight=0.5),
+        LookAt(links[0], rng.normal(size=3) * 10),
+        Distance(links[rng.integers(len(links))], 0.3, other_point=rng.normal(size=3)),
+        JointValue(tree.joint_names[rng.integers(tree.n)], float(rng.normal())),
+    ] if tree.n else [Position(links[-1], target)]
+    if weird_seed == "nan":
+        q0 = np.full(tree.n, np.nan)
+    elif weird_seed == "huge":
+        q0 = np.full(tree.n, 1e6)
+    else:
+        q0 = rng.normal(size=tree.n) * 3
+    res = solve(tree, objs, q0, method=method, max_iterations=25, rng=seed)
+    assert np.all(np.isfinite(res.q))
+    assert tree.is_feasible(res.q, tol=1e-9)
+    assert np.all(res.q >= tree.lower - 1e-9) and np.all(res.q <= tree.upper + 1e-9)
+    assert isinstance(res.success, bool) and np.all(np.isfinite(res.errors))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_bone_limits_hold_in_blenders_terms_after_solving(seed):
+    """Solve toward random (often unreachable) targets; every bone stays inside its Blender limits."""
+    from test_tree import blender_clamp
+
+    rng = np.random.default_rng(seed)
+    joints, parent = [], "base"
+    from helpers import transform
+
+    for i in range(4):
+        limits = {a: (-rng.uniform(0, 2.5), rng.uniform(0, 2.5)) for a in "xyz" if rng.random() < 0.7}
+        joints.append(BoneJoint(f"b{i}", parent, f"bone{i}", transform(xyz=(0, 1, 0)) if i else np.eye(4),
+                                limits=limits))
+        parent = f"bone{i}"
+    tree = Tree(joints)
+    res = solve(tree, [Position("bone3", rng.normal(size=3) * 4)], rng.normal(size=tree.n),
+                method=["lm", "ncg"][seed % 2], max_iterations=30)
+    W = tree.fk(res.q)
+    for i, j in enumerate(joints):
+        parent_world = np.eye(4) if i == 0 else W[f"bone{i - 1}"]
+        R = (np.linalg.inv(parent_world @ j.origin) @ W[f"bone{i}"])[:3, :3]
+        if 1.0 + R[1, 1] < 1e-4:
+            continue
+        assert np.linalg.norm(blender_clamp(R, j.limits) - R) < 1e-8
+
+
+# --- the general nullspace optimizer (paper 002, §4) ---------------------------------------------
+
+
+def test_minimize_example_1_convex():
+    r = minimize(lambda x: sum((x[k] - (k + 1)) ** 2 for k in range(5)), np.zeros(5),
+                 eq=[lambda x: x[0] + 5, lambda x: x[1] - 5], ineq=[lambda x: x[2] + 3, lambda x: x[3] - 3])
+    assert r.success and np.allclose(r.x, [-5, 5, -3, 3, 5], atol=2e-3)
+
+
+def test_minimize_example_2_rosenbrock_in_a_disc():
+    r = minimize(lambda x: 100 * (x[1] - x[0] ** 2) ** 2 + (1 - x[0]) ** 2, [0, 0],
+                 ineq=[lambda x: x[0] ** 2 + x[1] ** 2 - 1])
+    assert r.success and np.allclose(r.x, [0.7864, 0.6177], atol=1e-3)
+
+
+def test_minimize_example_3_hs071():
+    ineq = [lambda x: 25 - np.prod(x)] + [lambda x, i=i: 1 - x[i] for i in range(4)] + \
+           [lambda x, i=i: x[i] - 5 for i in range(4)]
+    r = minimize(lambda x: x[0] * x[3] * (x[0] + x[1] + x[2]) + x[2], [1, 5, 5, 1], eq=[lambda x: x @ x - 40],
+                 ineq=ineq)
+    assert np.allclose(r.x, [1.00, 4.74, 3.82, 1.38], atol=0.03) and r.fun == pytest.approx(17.014, abs=0.01)
+
+
+def test_minimize_example_4_three_link_arm():
+    def tau(x):
+        c1, c12, c123 = np.cos(x[0]), np.cos(x[0] + x[1]), np.cos(x[0] + x[1] + x[2])
+        return np.array([2.5 * c1 + 1.5 * c12 + 0.5 * c123, 1.5 * c12 + 0.5 * c123, 0.5 * c123])
+
+    px = lambda x: np.cos(x[0]) + np.cos(x[0] + x[1]) + np.cos(x[0] + x[1] + x[2])  # noqa: E731
+    py = lambda x: np.sin(x[0]) + np.sin(x[0] + x[1]) + np.sin(x[0] + x[1] + x[2])  # noqa: E731
+    r = minimize(lambda x: tau(x) @ tau(x), [np.pi / 4] * 3, eq=[lambda x: px(x) + 1.0, py])
+    x = (r.x + np.pi) % (2 * np.pi) - np.pi
+    assert np.allclose(np.abs(x), [1.647, 3.141, 1.647], atol=2e-3) and x[0] * x[2] < 0
+
+
+def test_minimize_bounds_are_kept():
+    r = minimize(lambda x: (x[0] - 3) ** 2 + (x[1] + 3) ** 2, [0, 0], bounds=([-1, -1], [1, 1]))
+    assert np.allclose(r.x, [1, -1], atol=1e-3)
+    with pytest.raises(ValueError, match="lower bound"):
+        minimize(lambda x: x @ x, [0.0], bounds=([1.0], [0.0]))
