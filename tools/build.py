@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Build the installable extension zips with Blender's own builder (``bl_pkg/cli/blender_ext.py``).
+
+    python tools/build.py --all-platforms     # one zip per platform of the manifest, into dist/
+    python tools/build.py                     # only this machine's platform
+    python tools/build.py --validate-only     # Blender's manifest validator
+
+The scipy wheels the manifest lists are downloaded from PyPI into ``wheels/`` (pip's cache makes this
+cheap after the first time); numpy is never shipped, Blender bundles it.
+"""
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MANIFEST = os.path.join(ROOT, "blender_manifest.toml")
+COPY_IGNORE = shutil.ignore_patterns(".git", ".venv*", "dist", "out", "wheels", "__pycache__", ".hypothesis",
+                                     ".pytest_cache", "*.pyc")
+
+
+def blender_ext_cli():
+    """Path of Blender's extension command line, shipped inside the bpy wheel."""
+    spec = importlib.util.find_spec("bpy")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("bpy is not installed: run `make venv` first")
+    base = spec.submodule_search_locations[0]
+    for version in sorted(os.listdir(base), reverse=True):
+        path = os.path.join(base, version, "scripts", "addons_core", "bl_pkg", "cli", "blender_ext.py")
+        if os.path.exists(path):
+            return path
+    raise SystemExit(f"blender_ext.py not found under {base}")
+
+
+def manifest():
+    with open(MANIFEST, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def this_platform():
+    sys.path.insert(0, os.path.dirname(blender_ext_cli()))
+    import blender_ext  # noqa: E402
+
+    return blender_ext.platform_from_this_system()
+
+
+def wheel_platforms(wheel):
+    sys.path.insert(0, os.path.dirname(blender_ext_cli()))
+    import blender_ext  # noqa: E402
+
+    tag = os.path.basename(wheel)[:-4].split("-")[-1]
+    return {p for t in tag.split(".") for p in blender_ext.blender_platforms_from_wheel_platform(t)}
+
+
+def download_wheels(wheels, dest):
+    """pip download each wheel named in the manifest (exact file names, no dependencies)."""
+    os.makedirs(dest, exist_ok=True)
+    for wheel in wheels:
+        name = os.path.basename(wheel)
+        if os.path.exists(os.path.join(dest, name)):
+            continue
+        dist, version, py, abi, plat = re.match(r"([^-]+)-([^-]+)-([^-]+)-([^-]+)-(.+)\.whl", name).groups()
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+               "--python-version", py[2:3] + "." + py[3:], "--implementation", "cp", "--abi", abi,
+               "--dest", dest, f"{dist}=={version}"]
+        for p in plat.split("."):
+            cmd += ["--platform", p]
+        subprocess.run(cmd, check=True)
+        if not os.path.exists(os.path.join(dest, name)):
+            raise SystemExit(f"pip did not produce {name} (got {sorted(os.listdir(dest))})")
+
+
+def validate(source=ROOT):
+    subprocess.run([sys.executable, blender_ext_cli(), "validate", source], check=True)
+
+
+def build(platforms=None, output_dir=None):
+    """Build zips for ``platforms`` (default: this one) into ``output_dir``; returns their paths."""
+    data = manifest()
+    platforms = platforms or [this_platform()]
+    unknown = set(platforms) - set(data["platforms"])
+    if unknown:
+        raise SystemExit(f"platforms not in the manifest: {sorted(unknown)}")
+    wheels = [w for w in data.get("wheels", []) if wheel_platforms(w) & set(platforms)]
+    if any(w.split("/")[-1].startswith("numpy-") for w in wheels):
+        raise SystemExit("numpy must never be shipped: Blender bundles it")
+    output_dir = os.path.abspath(output_dir or os.path.join(ROOT, "dist"))
+    os.makedirs(output_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as stage:
+        src = os.path.join(stage, data["id"])
+        shutil.copytree(ROOT, src, ignore=COPY_IGNORE)
+        download_wheels(wheels, os.path.join(ROOT, "wheels"))
+        shutil.copytree(os.path.join(ROOT, "wheels"), os.path.join(src, "wheels"),
+                        ignore=lambda d, names: [n for n in names if "./wheels/" + n not in wheels])
+        # The staged manifest lists only the platforms being built (and their wheels).
+        text = open(os.path.join(src, "blender_manifest.toml")).read()
+        text = re.sub(r"(?ms)^platforms = \[.*?\]", "platforms = [" + ", ".join(f'"{p}"' for p in platforms) + "]",
+                      text)
+        text = re.sub(r"(?ms)^wheels = \[.*?^\]", "wheels = [\n" + "".join(f'  "{w}",\n' for w in wheels) + "]",
+                      text)
+        with open(os.path.join(src, "blender_manifest.toml"), "w") as fh:
+            fh.write(text)
+        before = set(os.listdir(output_dir))
+        subprocess.run([sys.executable, blender_ext_cli(), "build", "--source-dir", src, "--output-dir",
+                        output_dir, "--split-platforms"], check=True)
+        return sorted(os.path.join(output_dir, f) for f in set(os.listdir(output_dir)) - before) or sorted(
+            os.path.join(output_dir, f) for f in os.listdir(output_dir)
+            if f.startswith(data["id"]) and any(p.replace("-", "_") in f for p in platforms))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all-platforms", action="store_true", help="every platform of the manifest")
+    ap.add_argument("--platform", action="append", help="a Blender platform such as linux-x64 (repeatable)")
+    ap.add_argument("--output-dir", default=os.path.join(ROOT, "dist"))
+    ap.add_argument("--validate-only", action="store_true")
+    args = ap.parse_args()
+    validate()
+    if args.validate_only:
+        return
+    platforms = manifest()["platforms"] if args.all_platforms else args.platform
+    for path in build(platforms, args.output_dir):
+        print(f"built {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()
