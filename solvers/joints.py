@@ -156,6 +156,7 @@ class ScalarModel(_Model):
             raise ValueError(f"joint axis has zero length: {', '.join(bad)}")
         self.axes = axes / norms
         self.prismatic = np.array([j.kind == "prismatic" for j in self.joints])
+        self.any_prismatic = bool(self.prismatic.any())
         self.continuous = np.array([j.kind == "continuous" for j in self.joints])
         from .rotations import skew
 
@@ -164,14 +165,13 @@ class ScalarModel(_Model):
 
     def motion(self, Q, out):
         q = Q[:, self.vars[:, 0]]  # (P, m)
-        s, c = np.sin(q), np.cos(q)
-        rot = ~self.prismatic
-        R = np.eye(3) + s[..., None, None] * self.K + (1.0 - c)[..., None, None] * self.K2
-        R[:, self.prismatic] = np.eye(3)
-        M = out[:, self.frames]
-        M[..., :3, :3] = R
-        M[..., :3, 3] = np.where(rot[:, None], 0.0, q[..., None] * self.axes)
-        out[:, self.frames] = M
+        R = np.eye(3) + np.sin(q)[..., None, None] * self.K + (1.0 - np.cos(q))[..., None, None] * self.K2
+        if self.any_prismatic:
+            R[:, self.prismatic] = np.eye(3)
+            M = out[:, self.frames]
+            M[..., :3, 3] = np.where(self.prismatic[:, None], q[..., None] * self.axes, 0.0)
+            out[:, self.frames] = M
+        out[:, self.frames, :3, :3] = R
 
     needs_pre = False  # the axis is fixed by its own motion: R_pre a = R_world a
 

@@ -144,6 +144,15 @@ def random_rotation(rng, size=()):
 def left_jacobian_inverse_so3(v):
     """J_l(v)^-1 = I - K/2 + (1/t^2 - (1 + cos t) / (2 t sin t)) K^2, K = [v]x (singular at t = 2 pi)."""
     v = np.asarray(v, dtype=float)
+    if v.ndim == 1:  # one vector: scalar arithmetic (hot path of orientation Jacobians)
+        theta = math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+        if theta < 1e-4:
+            d = 1.0 / 12.0 + theta * theta / 720.0
+        else:
+            t = min(theta, math.pi - 1e-9)
+            d = 1.0 / (t * t) - (1.0 + math.cos(t)) / (2.0 * t * math.sin(t))
+        K = skew(v)
+        return np.eye(3) - 0.5 * K + d * (K @ K)
     theta = np.linalg.norm(v, axis=-1)
     small = theta < 1e-4
     t = np.where(small, 1.0, np.minimum(theta, np.pi - 1e-9))

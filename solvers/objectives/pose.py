@@ -86,7 +86,11 @@ class Pose(Objective):
         return np.concatenate([self.position.residual(state), self.orientation.residual(state)], axis=-1)
 
     def jacobian(self, state):
-        return np.vstack([self.position.jacobian(state), self.orientation.jacobian(state)])
+        i = self._link(state, self.link)
+        p = self.position.point(state)
+        J = state.point_jacobian(i, p)  # one geometric Jacobian for both halves
+        J[3:] = left_jacobian_inverse_so3(self.orientation.residual(state)) @ J[3:]
+        return J
 
     def error(self, state):
         """Position error (m); the angular error is in ``details`` and checked by ``satisfied``."""

@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Shared benchmark helpers: results as JSON in benchmarks/results/, with the machine they ran on."""
+
+import json
+import os
+import platform
+import time
+
+import numpy as np
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+URDF = os.path.join(ROOT, "data", "urdf")
+
+
+def machine():
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "numpy": np.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def write(name, data, command):
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.json")
+    with open(path, "w") as fh:
+        json.dump({"benchmark": name, "command": command, "machine": machine(), **data}, fh, indent=1,
+                  default=lambda o: o.tolist() if isinstance(o, np.ndarray) else float(o))
+    print(f"wrote {os.path.relpath(path, ROOT)}")
+    return path
+
+
+def table(rows, headers):
+    """A plain text table (also valid Markdown)."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
