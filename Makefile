@@ -1,11 +1,10 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both create .venv when it is missing or stale.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fullbody_ik-stamp
-SITE    = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 
-.PHONY: venv demo test bench bench-peers build validate clean
+.PHONY: venv demo test bench build validate clean
 
 venv: $(STAMP)
 
@@ -16,7 +15,8 @@ $(STAMP): requirements-dev.txt Makefile
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@# Editable install: the package name `fullbody_ik` maps to this directory (the repo root is the extension).
-	ln -sfn "$(CURDIR)" "$(SITE)/fullbody_ik"
+	$(PY) -c "import os, sysconfig; d = os.path.join(sysconfig.get_paths()['purelib'], 'fullbody_ik'); \
+	  os.path.lexists(d) and os.remove(d); os.symlink('$(CURDIR)', d)"
 	$(PY) -c "import fullbody_ik, fullbody_ik.solvers"
 	touch $(STAMP)
 
@@ -27,7 +27,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 bench: $(STAMP)
-	$(PY) -m fullbody_ik.benchmarks.run_all
+	$(PY) -m fullbody_ik.benchmarks.paper002
+	$(PY) -m fullbody_ik.benchmarks.paper001
+	$(PY) -m fullbody_ik.benchmarks.arms
+	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 
 build: $(STAMP)
 	$(PY) tools/build.py --all-platforms
