@@ -155,6 +155,9 @@ class ScalarModel(_Model):
             bad = [j.name for j, n in zip(self.joints, norms[:, 0]) if n < 1e-12]
             raise ValueError(f"joint axis has zero length: {', '.join(bad)}")
         self.axes = axes / norms
+        inverted = [j.name for j in self.joints if j.kind in ("revolute", "prismatic") and j.lower > j.upper]
+        if inverted:
+            raise ValueError(f"joint lower limit above upper limit: {', '.join(inverted)}")
         self.prismatic = np.array([j.kind == "prismatic" for j in self.joints])
         self.any_prismatic = bool(self.prismatic.any())
         self.continuous = np.array([j.kind == "continuous" for j in self.joints])

@@ -89,6 +89,8 @@ def test_errors_are_in_natural_units_and_losses_follow_eq15():
 def test_bad_objective_input_is_refused_clearly():
     with pytest.raises(ValueError, match="finite"):
         Position("a", [np.nan, 0, 0])
+    with pytest.raises(ValueError, match="beyond"):
+        Position("a", [1e300, 0, 0])
     with pytest.raises(ValueError, match="weight"):
         Position("a", [0, 0, 0], weight=-1)
     with pytest.raises(ValueError, match="reflection"):

@@ -125,7 +125,7 @@ def test_multi_objective_human(tmp_path):
 
 # --- properties over random trees, limits and targets ---------------------------------------------
 
-finite = st.floats(-1e3, 1e3, allow_nan=False)
+finite = st.floats(-1e6, 1e6, allow_nan=False)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

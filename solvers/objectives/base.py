@@ -16,6 +16,7 @@ import numpy as np
 
 POSITION_TOLERANCE = 1e-4  # m
 ANGULAR_TOLERANCE = 1e-3  # rad
+MAX_COORDINATE = 1e9  # larger coordinates overflow squared errors; no rig or robot is that large
 
 
 class Objective:
@@ -71,6 +72,8 @@ def as_point(p, what):
     p = np.asarray(p, dtype=float).reshape(-1)
     if p.shape != (3,) or not np.all(np.isfinite(p)):
         raise ValueError(f"{what} must be three finite numbers, got {p.tolist()}")
+    if np.max(np.abs(p)) > MAX_COORDINATE:
+        raise ValueError(f"{what} {p.tolist()} is beyond {MAX_COORDINATE:g} in magnitude: check the units")
     return p
 
 
