@@ -19,11 +19,9 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
     while True:
-        if problem.satisfied(state):
-            return q, "every objective within tolerance"
-        if budget.exhausted():
-            return q, "budget exhausted"
-        budget.tick()
+        stop = problem.stop(state, budget)
+        if stop:
+            return q, stop
         J = problem.jacobian(state) * D
         H = J.T @ J + (E + damping_bias) * eye  # eq. 12 with eq. 15
         dq = -D * np.linalg.solve(H, J.T @ r)  # eq. 11

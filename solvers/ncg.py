@@ -21,11 +21,9 @@ def run(problem, q, budget, alpha=1e-4, beta=0.5, grad_tol=1e-14, restart_every=
     p = -g
     tau, k = 1.0, 0
     while True:
-        if problem.satisfied(state):
-            return q, "every objective within tolerance"
-        if budget.exhausted():
-            return q, "budget exhausted"
-        budget.tick()
+        stop = problem.stop(state, budget)
+        if stop:
+            return q, stop
         if np.linalg.norm(g) < grad_tol:
             return q, "converged (gradient vanishes)"
         if float(p @ g) >= 0.0 or k % restart_every == 0:

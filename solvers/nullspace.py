@@ -221,11 +221,9 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, b
         return q, st
 
     while True:
-        if problem.satisfied(state):
-            return q, "every objective within tolerance"
-        if budget.exhausted():
-            return q, "budget exhausted"
-        budget.tick()
+        stop = problem.stop(state, budget)
+        if stop:
+            return q, stop
         q_start, total0 = q.copy(), problem.cost(state)
         done = []
         J_acc = np.zeros((0, n))

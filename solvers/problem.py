@@ -97,6 +97,15 @@ class Problem:
     def satisfied(self, state):
         return all(bool(o.satisfied(state)) for o in self.objectives)
 
+    def stop(self, state, budget):
+        """The loop head every local method shares: a reason to stop, or None (one more iteration counted)."""
+        if self.satisfied(state):
+            return "every objective within tolerance"
+        if budget.exhausted():
+            return "budget exhausted"
+        budget.tick()
+        return None
+
     def result(self, q, method, budget, message, restarts=0):
         state = self.state(q)
         errors = np.array([float(o.error(state)) for o in self.objectives])

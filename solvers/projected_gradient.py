@@ -17,11 +17,9 @@ def run(problem, q, budget, alpha=1e-4, beta=0.5, growth=4.0, grad_tol=1e-14, **
     f = problem.cost(state)
     tau = 1.0
     while True:
-        if problem.satisfied(state):
-            return q, "every objective within tolerance"
-        if budget.exhausted():
-            return q, "budget exhausted"
-        budget.tick()
+        stop = problem.stop(state, budget)
+        if stop:
+            return q, stop
         g = problem.jacobian(state).T @ problem.residual(state)
         if np.linalg.norm(g) < grad_tol:
             return q, "converged (gradient vanishes)"
