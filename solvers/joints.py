@@ -131,6 +131,15 @@ class _Model:
         """Variables whose box bounds must not be clipped one by one (project() handles them)."""
         return np.zeros(0, dtype=int)
 
+    def _identity(self, P):
+        M = np.zeros((P, len(self), 4, 4))
+        M[..., 0, 0] = M[..., 1, 1] = M[..., 2, 2] = M[..., 3, 3] = 1.0
+        return M
+
+    def local(self, Q, origin, out):
+        """Write origin @ M(q) of this model's links into out (P, L, 4, 4)."""
+        out[:, self.frames] = origin[self.frames] @ self.motion(Q)
+
     def __init__(self, entries):
         self.frames = np.array([e[0] for e in entries], dtype=int)
         self.vars = np.array([[e[1] + k for k in range(self.nvar)] for e in entries], dtype=int).reshape(
@@ -160,27 +169,47 @@ class ScalarModel(_Model):
             raise ValueError(f"joint lower limit above upper limit: {', '.join(inverted)}")
         self.prismatic = np.array([j.kind == "prismatic" for j in self.joints])
         self.any_prismatic = bool(self.prismatic.any())
+        self._basis = None
         self.continuous = np.array([j.kind == "continuous" for j in self.joints])
         from .rotations import skew
 
         K = skew(self.axes)
         self.K, self.K2 = K, K @ K
 
-    def motion(self, Q, out):
+    def motion(self, Q):
         q = Q[:, self.vars[:, 0]]  # (P, m)
-        R = np.eye(3) + np.sin(q)[..., None, None] * self.K + (1.0 - np.cos(q))[..., None, None] * self.K2
+        M = self._identity(Q.shape[0])
+        M[..., :3, :3] += np.sin(q)[..., None, None] * self.K + (1.0 - np.cos(q))[..., None, None] * self.K2
         if self.any_prismatic:
-            R[:, self.prismatic] = np.eye(3)
-            M = out[:, self.frames]
+            M[:, self.prismatic, :3, :3] = np.eye(3)
             M[..., :3, 3] = np.where(self.prismatic[:, None], q[..., None] * self.axes, 0.0)
-            out[:, self.frames] = M
-        out[:, self.frames, :3, :3] = R
+        return M
+
+    def local(self, Q, origin, out):
+        """origin @ M(q) is linear in (sin q, 1 - cos q) for a revolute joint and in q for a prismatic one:
+        origin + a B + b C with B, C precomputed, one expression for every scalar joint."""
+        if self._basis is None:
+            O = origin[self.frames]
+            K4 = np.zeros((len(self), 4, 4))
+            K4[:, :3, :3] = self.K
+            E = np.zeros((len(self), 4, 4))
+            E[:, :3, 3] = self.axes
+            pr = self.prismatic[:, None, None]
+            self._basis = (O, np.where(pr, O @ E, O @ K4), np.where(pr, 0.0, O @ K4 @ K4))
+        O, B, C = self._basis
+        q = Q[:, self.vars[:, 0]]
+        a = np.where(self.prismatic, q, np.sin(q)) if self.any_prismatic else np.sin(q)
+        b = np.where(self.prismatic, 0.0, 1.0 - np.cos(q)) if self.any_prismatic else 1.0 - np.cos(q)
+        out[:, self.frames] = O + a[..., None, None] * B + b[..., None, None] * C
 
     needs_pre = False  # the axis is fixed by its own motion: R_pre a = R_world a
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
         v = self.vars[:, 0]
-        dirs = np.einsum("mij,mj->mi", world[self.frames, :3, :3], self.axes)
+        dirs = (world[self.frames, :3, :3] @ self.axes[:, :, None])[..., 0]
+        if not self.any_prismatic:
+            omega[v], origin[v], rotational[v] = dirs, world[self.frames, :3, 3], True
+            return
         rot = ~self.prismatic
         omega[v[rot]] = dirs[rot]
         origin[v[rot]] = world[self.frames[rot], :3, 3]
@@ -206,10 +235,10 @@ class BallModel(_Model):
 
     nvar = 3
 
-    def motion(self, Q, out):
-        v = Q[:, self.vars]  # (P, m, 3)
-        out[:, self.frames, :3, :3] = exp_so3(v)
-        out[:, self.frames, :3, 3] = 0.0
+    def motion(self, Q):
+        M = self._identity(Q.shape[0])
+        M[..., :3, :3] = exp_so3(Q[:, self.vars])  # (P, m, 3) rotation vectors
+        return M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
         v = q[self.vars]
@@ -284,9 +313,10 @@ class SwingTwistModel(_Model):
             A = A @ axis_rotation(1, Q[..., self.vars[:, self.col[1]]])
         return A
 
-    def motion(self, Q, out):
-        out[:, self.frames, :3, :3] = self._rotation(Q)
-        out[:, self.frames, :3, 3] = 0.0
+    def motion(self, Q):
+        M = self._identity(Q.shape[0])
+        M[..., :3, :3] = self._rotation(Q)
+        return M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
         Rpre = pre[self.frames, :3, :3]
@@ -352,12 +382,12 @@ class FreeModel(_Model):
 
     nvar = 6
 
-    def motion(self, Q, out):
+    def motion(self, Q):
         x = Q[:, self.vars]  # (P, m, 6)
-        M = out[:, self.frames]
+        M = self._identity(Q.shape[0])
         M[..., :3, :3] = exp_so3(x[..., 3:])
         M[..., :3, 3] = x[..., :3]
-        out[:, self.frames] = M
+        return M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
         Rpre = pre[self.frames, :3, :3]

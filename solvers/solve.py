@@ -4,6 +4,7 @@
 import numpy as np
 
 from . import lm, ncg, nullspace, projected_gradient
+from .blas import single_thread_blas
 from .problem import Budget, Problem
 
 METHODS = {
@@ -26,9 +27,14 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     Every method keeps q feasible (the tree's projection). ``time_limit`` is in seconds and
     ``max_iterations`` counts iterations over all restarts. ``restarts`` (default: on when a
     ``time_limit`` is given; True, False or a count) retries a local method that ended without success
-    from random feasible seeds drawn from ``rng`` while the budget lasts, and keeps the best answer. Unreachable goals give the best effort found and
-    ``success=False``, never an exception.
+    from random feasible seeds drawn from ``rng`` while the budget lasts, and keeps the best answer.
+    Unreachable goals give the best effort found and ``success=False``, never an exception.
     """
+    with single_thread_blas():
+        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, **options)
+
+
+def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, **options):
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
     problem = Problem(tree, objectives)

@@ -102,7 +102,6 @@ class Tree:
         for i in range(1, len(names)):
             self.ancestors[i] = self.ancestors[self.parent[i]]
             self.ancestors[i, self.var_link == i] = True
-        self._moving = np.array(sorted({int(f) for m in self.models for f in m.frames}), dtype=int)
 
     # ------------------------------------------------------------------------------------------
     @classmethod
@@ -177,14 +176,10 @@ class Tree:
         """(P, n) -> (P, L, 4, 4) world matrices of every link, in ``link_names`` order."""
         Q, _ = self._as_batch(Q)
         P, L = Q.shape[0], len(self.link_names)
-        local = np.broadcast_to(self.origin, (P, L, 4, 4)).copy()
-        if len(self._moving):
-            M = np.zeros((P, L, 4, 4))
-            M[..., 3, 3] = 1.0
-            for model in self.models:
-                model.motion(Q, M)
-            mv = self._moving
-            local[:, mv] = self.origin[mv] @ M[:, mv]
+        local = np.empty((P, L, 4, 4))
+        local[:] = self.origin
+        for model in self.models:
+            model.local(Q, self.origin, local)
         world = local
         if P == 1:  # one configuration: 2-D products link by link beat fancy-indexed levels
             w, par = world[0], self.parent
@@ -276,16 +271,19 @@ class State:
             for m in t.models:
                 m.generators(self.q, pre, self.world, omega, linear, origin, rotational)
             self._gen = (omega, linear, origin, rotational)
+            self._translations = not rotational.all()
         return self._gen
 
     def point_jacobian(self, link, point):
         """(6, n) geometric Jacobian of a world point fixed to ``link``: linear rows, then angular."""
-        omega, linear, origin, rotational = self.generators()
-        mask = self.tree.ancestors[link]
-        J = np.zeros((6, self.tree.n))
-        lin = np.where(rotational[:, None], cross(omega, np.asarray(point) - origin), linear)
-        J[:3] = (lin * mask[:, None]).T
-        J[3:] = (np.where(rotational[:, None], omega, 0.0) * mask[:, None]).T
+        omega, linear, origin, rotational = self.generators()  # omega is zero for translations
+        lin = cross(omega, point - origin)
+        if self._translations:
+            lin = np.where(rotational[:, None], lin, linear)
+        J = np.empty((6, self.tree.n))
+        J[:3] = lin.T
+        J[3:] = omega.T
+        J *= self.tree.ancestors[link]
         return J
 
 

@@ -55,6 +55,8 @@ def wheel_platforms(wheel):
     import blender_ext  # noqa: E402
 
     tag = os.path.basename(wheel)[:-4].split("-")[-1]
+    if tag == "any":
+        return set(manifest()["platforms"])
     return {p for t in tag.split(".") for p in blender_ext.blender_platforms_from_wheel_platform(t)}
 
 
@@ -67,10 +69,11 @@ def download_wheels(wheels, dest):
             continue
         dist, version, py, abi, plat = re.match(r"([^-]+)-([^-]+)-([^-]+)-([^-]+)-(.+)\.whl", name).groups()
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-               "--python-version", py[2:3] + "." + py[3:], "--implementation", "cp", "--abi", abi,
                "--dest", dest, f"{dist}=={version}"]
-        for p in plat.split("."):
-            cmd += ["--platform", p]
+        if plat != "any":
+            cmd += ["--python-version", py[2:3] + "." + py[3:], "--implementation", "cp", "--abi", abi]
+            for p in plat.split("."):
+                cmd += ["--platform", p]
         subprocess.run(cmd, check=True)
         if not os.path.exists(os.path.join(dest, name)):
             raise SystemExit(f"pip did not produce {name} (got {sorted(os.listdir(dest))})")
