@@ -109,12 +109,13 @@ def build(platforms=None, output_dir=None):
                       text)
         with open(os.path.join(src, "blender_manifest.toml"), "w") as fh:
             fh.write(text)
-        before = set(os.listdir(output_dir))
         subprocess.run([sys.executable, blender_ext_cli(), "build", "--source-dir", src, "--output-dir",
                         output_dir, "--split-platforms"], check=True)
-        return sorted(os.path.join(output_dir, f) for f in set(os.listdir(output_dir)) - before) or sorted(
-            os.path.join(output_dir, f) for f in os.listdir(output_dir)
-            if f.startswith(data["id"]) and any(p.replace("-", "_") in f for p in platforms))
+    zips = [os.path.join(output_dir, f"{data['id']}-{data['version']}-{p.replace('-', '_')}.zip") for p in platforms]
+    missing = [z for z in zips if not os.path.exists(z)]
+    if missing:
+        raise SystemExit(f"the builder did not produce {missing}")
+    return zips
 
 
 def main():
