@@ -113,6 +113,6 @@ def test_build_install_enable_and_unregister(tmp_path):
     assert report["enabled"] == [True, True]
     assert report["module_file"].startswith(str(repo))
     assert report["solvers"] == "Tree"
-    assert "scipy" in report["wheels_installed"] and "threadpoolctl" in report["wheels_installed"]
+    assert "scipy" in report["wheels_installed"] and "threadpoolctl.py" in report["wheels_installed"]
     assert report["enabled_after_disable"] == [False, False]
     assert report["wheels_after_disable"] == []
