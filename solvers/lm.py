@@ -4,13 +4,15 @@
 import numpy as np
 
 
-def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, **_):
+def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None, **_):
     """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = E_k 1 + w_N 1 (eq. 11-15).
 
     D = diag(1 - stiffness) scales each variable's step (Blender's IK weight). A step that the
     projection makes worse is halved (at most ``backtracks`` times); paper 001 needs no line search
     without limits, and then this never triggers. Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| |
-    < 1e-12, or every objective within tolerance, or the budget.
+    < 1e-12, or every objective within tolerance, or the budget. With ``stall = k`` (set by ``solve`` when it
+    may restart), also when E fell by less than 1 % over the last k iterations: a local minimum, better left
+    for a new start.
     """
     tree = problem.tree
     D = tree.weights
@@ -18,6 +20,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     r = problem.residual(state)
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
+    history = [E]
     while True:
         stop = problem.stop(state, budget)
         if stop:
@@ -39,6 +42,9 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         moved = np.max(np.abs(q_new - q), initial=0.0)
         change = abs(np.sqrt(2 * E_new) - np.sqrt(2 * E))
         q, state, r, E = q_new, state_new, r_new, E_new
+        history.append(E)
+        if stall and len(history) > stall and E > 0.99 * history[-1 - stall] and not problem.satisfied(state):
+            return q, "stalled (local minimum or limits)"
         if moved < step_tol or change < residual_tol:
             if problem.satisfied(state):
                 return q, "every objective within tolerance"

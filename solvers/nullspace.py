@@ -195,7 +195,7 @@ def _damped_step(J, r, N, E, bias):
     return -N @ (JN.T @ np.linalg.solve(A, r))
 
 
-def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, backtracks=8, **_):
+def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, backtracks=8, stall=None, **_):
     tree = problem.tree
     n, D = tree.n, tree.weights
     eq_levels, ineq, cost_objs = _levels(problem)
@@ -220,11 +220,15 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, b
             step *= 0.5
         return q, st
 
+    history = []
     while True:
         stop = problem.stop(state, budget)
         if stop:
             return q, stop
         q_start, total0 = q.copy(), problem.cost(state)
+        history.append(total0)
+        if stall and len(history) > stall and total0 > 0.99 * history[-1 - stall]:
+            return q, "stalled (local minimum or limits)"
         done = []
         J_acc = np.zeros((0, n))
         # Alg. 1: equality levels in priority order.

@@ -56,6 +56,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
+    if max_restarts and method in ("lm", "nullspace"):
+        options.setdefault("stall", 5)  # give up a local minimum early: a new start is cheaper
     while True:
         q, message = run(problem, seed, budget, **options)
         state = problem.state(q)
