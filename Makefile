@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.paper002
 	$(PY) -m fullbody_ik.benchmarks.paper001
 	$(PY) -m fullbody_ik.benchmarks.arms
+	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 
 build: $(STAMP)

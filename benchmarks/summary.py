@@ -48,6 +48,11 @@ def section():
         parts.append(f"**Arms, full pose (1e-4 m, 1e-3 rad), {n} targets each, {r['budget_s'] * 1e3:.0f} ms "
                      f"budget, random seeds** (`{r['command']}`, {r['machine']['date']}).\n\n"
                      + table(rows, ["arm", "method", "success", "mean ms", "median ms"]))
+    r = load("iteration_cost")
+    if r:
+        rows = [[tree, op, f"{us:.0f}"] for tree, ops in r["microseconds"].items() for op, us in ops.items()]
+        parts.append(f"**Cost of one iteration's building blocks** (`{r['command']}`, {r['machine']['date']}).\n\n"
+                     + table(rows, ["tree", "operation", "µs"]))
     return "\n\n".join(parts) if parts else "No results yet: run `make bench`."
 
 
