@@ -51,6 +51,9 @@ class Budget:
     def exhausted(self):
         if self.max_iterations is not None and self.iterations >= self.max_iterations:
             return True
+        return self.past_deadline()
+
+    def past_deadline(self):
         return self.deadline is not None and time.perf_counter() >= self.deadline
 
     def elapsed(self):

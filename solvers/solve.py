@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from . import lm, ncg, nullspace, projected_gradient
+from . import lm, memetic, ncg, nullspace, projected_gradient
 from .blas import single_thread_blas
 from .problem import Budget, Problem
 
@@ -12,11 +12,12 @@ METHODS = {
     "projected_gradient": projected_gradient.run,
     "ncg": ncg.run,
     "nullspace": nullspace.run,
+    "memetic": memetic.run,
 }
 
 
 def register_method(name, run):
-    """Add a method: ``run(problem, q0, budget, rng=..., **options) -> (q, message)``."""
+    """Add a method: ``run(problem, q0, budget, rng=..., **options) -> (q, message[, elites])``."""
     METHODS[name] = run
 
 
@@ -45,9 +46,12 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
     q0 = tree.project(q0)
     run = METHODS[method]
-    if method not in ("lm", "projected_gradient", "ncg", "nullspace"):
-        q, message = run(problem, q0, budget, rng=rng, **options)
-        return problem.result(q, method, budget, message)
+    if method not in ("lm", "projected_gradient", "ncg", "nullspace"):  # global methods: no restarts
+        out = run(problem, q0, budget, rng=rng, **options)
+        result = problem.result(out[0], method, budget, out[1])
+        if len(out) > 2:
+            result.elites = out[2]
+        return result
 
     if restarts is None:
         restarts = time_limit is not None

@@ -57,6 +57,7 @@ class Tree:
             raise ValueError(f"links not connected to {root!r}: {sorted(unreachable)}")
 
         self.link_names = names
+        self._chain_lengths = None
         self.link_index = index
         self.parent = np.array(parent, dtype=int)
         self.origin = np.array(origin)
@@ -227,11 +228,12 @@ class Tree:
 
     def chain_length(self, link):
         """Sum of the joint offsets from the root to a link (paper 000's L for the position loss)."""
-        i, total = self.link(link) if isinstance(link, str) else link, 0.0
-        while i > 0:
-            total += np.linalg.norm(self.origin[i, :3, 3])
-            i = self.parent[i]
-        return total
+        if self._chain_lengths is None:
+            lengths = np.zeros(len(self.link_names))
+            for i in range(1, len(lengths)):
+                lengths[i] = lengths[self.parent[i]] + np.linalg.norm(self.origin[i, :3, 3])
+            self._chain_lengths = lengths
+        return self._chain_lengths[self.link(link) if isinstance(link, str) else link]
 
     def __repr__(self):
         return f"<Tree {len(self.link_names)} links, {self.n} variables, root {self.root!r}>"

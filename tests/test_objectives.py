@@ -97,3 +97,21 @@ def test_bad_objective_input_is_refused_clearly():
         Orientation("a", np.diag([1.0, 1.0, -1.0]))
     with pytest.raises(ValueError, match="zero"):
         LookAt("a", [1, 2, 3], axis=(0, 0, 0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_loss_gradients_match_finite_differences(seed):
+    """The memetic exploitation's analytic gradients of the eq. 15 losses."""
+    rng = np.random.default_rng(seed + 100)
+    tree = random_tree(seed, n_links=8, free_root=seed % 2 == 1)
+    q = tree.random_configurations(rng, 1)[0] * 0.8
+    objs = objectives_for(tree, rng) + [
+        Distance(tree.link_names[-1], 1e-3, other_point=rng.normal(size=3) * 5)]  # outside: finite barrier
+    for obj in objs:
+        L = obj.losses(tree.state(q))
+        if not np.all(np.isfinite(L)):
+            continue
+        G = obj.loss_jacobian(tree.state(q))
+        G_fd = numeric_jacobian(lambda x: obj.losses(tree.state(x)), q)
+        assert G.shape == (L.shape[-1], tree.n)
+        assert np.allclose(G, G_fd, atol=1e-5 * max(1.0, np.abs(G_fd).max())), type(obj).__name__

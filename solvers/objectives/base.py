@@ -44,6 +44,21 @@ class Objective:
     def losses(self, state):
         return self.error(state)[..., None]
 
+    def loss_jacobian(self, state):
+        """(c, n) gradients of ``losses`` for one state (the memetic exploitation's analytic gradient).
+
+        Default: the loss is the error, a function of |r|: d loss = f'(|r|) (r / |r|)^T J.
+        """
+        r = self.residual(state)
+        norm = float(np.linalg.norm(r))
+        if norm < 1e-300:
+            return np.zeros((1, state.tree.n))
+        return (self._error_slope(norm) * (r / norm) @ self.jacobian(state))[None, :]
+
+    @staticmethod
+    def _error_slope(norm):
+        return 1.0
+
     # -- shared ----------------------------------------------------------------------------------
     def residual(self, state):
         """compute_residual, kept in ``state.cache`` (solvers ask for it several times per state)."""

@@ -41,6 +41,9 @@ class Displacement(Objective):
     def losses(self, state):
         return np.sum(np.abs(self.residual(state)), axis=-1)[..., None]  # eq. 15: sum |x*_i - x_i|
 
+    def loss_jacobian(self, state):
+        return (np.sign(self.residual(state)) @ self.jacobian(state))[None, :]
+
 
 class JointValue(Objective):
     """Hold one joint variable (a name from ``tree.joint_names``) at a value."""

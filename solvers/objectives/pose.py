@@ -14,6 +14,18 @@ def position_loss(state, link, p, d):
     return np.pi * d / np.sqrt((L + d) * (lam + d) + 1e-300)
 
 
+def position_loss_gradient(state, link, p, d, J_d, J_p):
+    """Gradient of position_loss given the gradients of d (J_d, (n,)) and of p (J_p, (3, n))."""
+    L = state.tree.chain_length(link)
+    lam = float(np.linalg.norm(p))
+    J_lam = (p / lam) @ J_p if lam > 1e-300 else np.zeros(J_p.shape[1])
+    s = (L + d) * (lam + d) + 1e-300
+    # f = pi d s^-1/2;  df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
+    f_d = np.pi * (s ** -0.5 - 0.5 * d * s ** -1.5 * (L + lam + 2 * d))
+    f_lam = -0.5 * np.pi * d * s ** -1.5 * (L + d)
+    return f_d * J_d + f_lam * J_lam
+
+
 class Position(Objective):
     """Bring a point of ``link`` (``offset`` in link coordinates) to a world position."""
 
@@ -39,6 +51,13 @@ class Position(Objective):
         p = self.point(state)
         d = np.linalg.norm(p - self.target, axis=-1)
         return position_loss(state, self._link(state, self.link), p, d)[..., None]
+
+    def loss_jacobian(self, state):
+        p, r = self.point(state), self.residual(state)
+        d = float(np.linalg.norm(r))
+        J = self.jacobian(state)
+        J_d = (r / d) @ J if d > 1e-300 else np.zeros(state.tree.n)
+        return position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J)[None, :]
 
 
 class Orientation(Objective):
@@ -105,6 +124,16 @@ class Pose(Objective):
     def losses(self, state):
         return np.concatenate([self.position.losses(state), self.orientation.losses(state)], axis=-1)
 
+    def loss_jacobian(self, state):
+        J = self.jacobian(state)  # one geometric Jacobian for both losses
+        p, r = self.position.point(state), self.position.residual(state)
+        d = float(np.linalg.norm(r))
+        J_d = (r / d) @ J[:3] if d > 1e-300 else np.zeros(state.tree.n)
+        ro = self.orientation.residual(state)
+        theta = float(np.linalg.norm(ro))
+        J_theta = (ro / theta) @ J[3:] if theta > 1e-300 else np.zeros(state.tree.n)
+        return np.vstack([position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J[:3]), J_theta])
+
 
 class LookAt(Objective):
     """Point the local ``axis`` of ``link`` at a world position. Residual: V - d (unit vectors)."""
@@ -146,3 +175,7 @@ class LookAt(Objective):
     def error(self, state):
         r = np.linalg.norm(self.residual(state), axis=-1)
         return 2.0 * np.arcsin(np.clip(0.5 * r, 0.0, 1.0))  # angle between V and d
+
+    @staticmethod
+    def _error_slope(norm):
+        return 1.0 / np.sqrt(max(1.0 - 0.25 * norm * norm, 1e-12))  # d/dn 2 asin(n / 2)

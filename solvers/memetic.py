@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The memetic full-body solver of paper 000 ("BioIK"), Algorithm 1, vectorized over the population.
+
+One generation: exploitation of the elites (eq. 21-22), then offspring by rank-based selection,
+recombination with momentum (eq. 17), mutation driven by extinction factors (eq. 18-19) and adoption
+(eq. 20), kept feasible by the tree's projection, evaluated together (batched FK) and used for niching by
+pre-selection (eq. 23); the new population is sorted, the solution updated, and the population wiped out
+and re-initialised around the solution when nothing improved (eq. 24). Fitness is the RMSE of the weighted
+normalised losses (eq. 14-15).
+
+Vectorization: the paper breeds children one by one because niching removes beaten parents from the
+mating pool as it goes; here children are bred in a few *waves* (one batched evaluation each) and niching
+is applied between waves.
+"""
+
+import numpy as np
+from scipy.optimize import fmin_l_bfgs_b
+
+from . import lm
+from .problem import Budget
+from .tree import BatchState
+
+
+def default_population(n):
+    """Paper §IV-A: 50-150 individuals; more variables, more individuals."""
+    return int(np.clip(4 * n + 20, 50, 150))
+
+
+def default_elites(n):
+    """Paper §IV-A: 2-5 elites."""
+    return int(np.clip(2 + n // 12, 2, 5))
+
+
+class Fitness:
+    """Omega (eq. 14) over a batch, and Omega^2 with its analytic gradient for one configuration."""
+
+    def __init__(self, problem):
+        self.problem, self.tree = problem, problem.tree
+        probe = problem.state(np.zeros(self.tree.n))
+        self.weights = np.concatenate([np.full(o.losses(probe).shape[-1], o.weight) for o in problem.objectives])
+        self.k = len(self.weights)
+
+    def batch(self, Q):
+        state = BatchState(self.tree, Q)
+        L = np.concatenate([o.losses(state) for o in self.problem.objectives], axis=-1)
+        if not np.all(np.isfinite(L)):
+            L = np.nan_to_num(L, nan=1e150, posinf=1e150)  # a Distance inside its sphere: worst, not NaN
+        return np.sqrt(np.sum(self.weights * L * L, axis=-1) / self.k)
+
+    def squared_with_gradient(self, q):
+        """Omega^2 and its gradient (eq. 21 with analytic derivatives; Omega^2 has Omega's minimizers and
+        no kink at zero)."""
+        state = self.problem.state(q)
+        objs = self.problem.objectives
+        L = np.concatenate([o.losses(state) for o in objs])
+        if not np.all(np.isfinite(L)):
+            L = np.nan_to_num(L, nan=1e150, posinf=1e150)
+        G = np.vstack([o.loss_jacobian(state) for o in objs])
+        wL = self.weights * L
+        return float(wL @ L) / self.k, (2.0 / self.k) * (wL @ G)
+
+
+def _extinction(phi):
+    """Eq. 18 for a population sorted by fitness: xi_i = (phi_i + phi_min ((i - 1)/(P - 1) - 1)) / phi_max."""
+    P = len(phi)
+    i = np.arange(P)
+    phi_max = phi[-1]
+    if not np.isfinite(phi_max) or phi_max <= 0.0:
+        return np.zeros(P)
+    return np.clip((phi + phi[0] * (i / max(P - 1, 1) - 1.0)) / phi_max, 0.0, 1.0)
+
+
+def _rank_select(rng, available, count):
+    """Rank-based selection among the available (sorted) individuals: weight P - rank."""
+    w = (len(available) - np.arange(len(available))).astype(float)
+    return available[rng.choice(len(available), size=count, p=w / w.sum())]
+
+
+def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lbfgsb", exploit_iterations=None,
+        waves=4, **_):
+    """Algorithm 1. ``max_iterations`` of the budget counts generations. Returns (q, message, elites)."""
+    tree = problem.tree
+    rng = np.random.default_rng(rng)
+    n = tree.n
+    P = int(population or default_population(n))
+    E = int(min(elites or default_elites(n), P - 1))
+    if P < 3:
+        raise ValueError("memetic: the population needs at least 3 individuals")
+    span = tree.span()
+    fit = Fitness(problem)
+    lbfgs_bounds = list(zip(np.where(np.isfinite(tree._clip_lower), tree._clip_lower, None),
+                            np.where(np.isfinite(tree._clip_upper), tree._clip_upper, None)))
+    iters = int(exploit_iterations or (3 if exploit == "lm" else 10))
+
+    def exploit_one(x):
+        if exploit == "lm":  # a measured alternative (see benchmarks): LM steps on the residuals
+            inner = Budget(max_iterations=iters)
+            inner.deadline = budget.deadline
+            x, _ = lm.run(problem, x, inner)
+            return x
+        x, _, _ = fmin_l_bfgs_b(fit.squared_with_gradient, x, bounds=lbfgs_bounds, maxiter=iters, factr=10.0,
+                                pgtol=1e-14)
+        return tree.project(x)
+
+    def initialise(first):
+        X = np.vstack([first[None], tree.random_configurations(rng, P - 1)])  # eq. 16
+        return X, np.zeros((P, n))
+
+    X, G = initialise(tree.project(q0))
+    phi = fit.batch(X)
+    order = np.argsort(phi, kind="stable")
+    X, G, phi = X[order], G[order], phi[order]
+    best_q, best_phi = X[0].copy(), phi[0]
+    message = "budget exhausted"
+    while True:
+        if problem.satisfied(problem.state(best_q)):
+            message = "every objective within tolerance"
+            break
+        if budget.exhausted():
+            break
+        budget.tick()
+        xi = _extinction(phi)
+        pool = np.ones(P, dtype=bool)  # the mating pool, in rank order
+        # Exploitation of the elites (eq. 21-22).
+        elite_improved = False
+        for e in range(E):
+            if budget.past_deadline():
+                break  # the time limit also cuts a generation short; the solution is kept
+            x_new = exploit_one(X[e].copy())
+            phi_new = fit.batch(x_new[None])[0]
+            if phi_new < phi[e]:
+                elite_improved = True
+                G[e] = rng.random(n) * G[e] + (x_new - X[e])
+                X[e], phi[e] = x_new, phi_new
+        # Offspring, in waves (eq. 17, 19, 20, 23).
+        X_off, G_off, phi_off = [], [], []
+        for wave in np.array_split(np.arange(P - E), max(1, min(waves, P - E))):
+            m = len(wave)
+            if budget.past_deadline():  # keep the unbred rest of the population as it was
+                X_off.append(X[E:][wave]), G_off.append(G[E:][wave]), phi_off.append(phi[E:][wave])
+                continue
+            available = np.flatnonzero(pool)
+            if len(available) == 0:
+                Xw = tree.random_configurations(rng, m)
+                X_off.append(Xw), G_off.append(np.zeros((m, n))), phi_off.append(fit.batch(Xw))
+                continue
+            p1, p2 = _rank_select(rng, available, m), _rank_select(rng, available, m)
+            proto = _rank_select(rng, available, m)
+            x = X[p1] + rng.random((m, n)) * (X[p2] - X[p1])  # eq. 17: I_U(x^P1, x^P2) + g
+            g = rng.random((m, n)) * G[p1] + rng.random((m, n)) * G[p2]
+            x = x + g
+            rate = (xi[p1] * (n - 1) + 1.0) / n  # eq. 19
+            mutate = rng.random((m, n)) < rate[:, None]
+            delta = mutate * rng.uniform(-1.0, 1.0, (m, n)) * (0.5 * (xi[p1] + xi[p2]))[:, None] * span
+            x, g = x + delta, g + delta
+            mean = 0.5 * (X[p1] + X[p2])  # eq. 20: adopt from the parents' average and a prototype
+            a = rng.random((m, n))
+            step = (1.0 - a) * rng.random((m, n)) * (mean - x) + a * rng.random((m, n)) * (X[proto] - x)
+            x, g = x + step, g + step
+            feasible = tree.project(x)  # constrain genes (wrap, clip, swing ellipse)
+            g = g + (feasible - x)
+            phi_w = fit.batch(feasible)
+            pool[p1[phi_w < phi[p1]]] = False  # eq. 23: niching by pre-selection
+            pool[p2[phi_w < phi[p2]]] = False
+            X_off.append(feasible), G_off.append(g), phi_off.append(phi_w)
+        X = np.vstack([X[:E]] + X_off)
+        G = np.vstack([G[:E]] + G_off)
+        phi = np.concatenate([phi[:E]] + phi_off)
+        order = np.argsort(phi, kind="stable")
+        X, G, phi = X[order], G[order], phi[order]
+        improved = phi[0] < best_phi
+        if improved:
+            best_q, best_phi = X[0].copy(), phi[0]
+        if not improved and not elite_improved:  # eq. 24: wipe out, keep the solution
+            X, G = initialise(best_q)
+            phi = fit.batch(X)
+            order = np.argsort(phi, kind="stable")
+            X, G, phi = X[order], G[order], phi[order]
+    return best_q, message, _distinct_elites(X, phi, E, best_q, best_phi)
+
+
+def _distinct_elites(X, phi, E, best_q, best_phi, tol=1e-4):
+    out = [(best_q.copy(), float(best_phi))]
+    for x, f in zip(X, phi):
+        if len(out) >= max(E, 1):
+            break
+        if all(np.max(np.abs(x - y)) > tol for y, _ in out):
+            out.append((x.copy(), float(f)))
+    return out

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The memetic solver (paper 000, Algorithm 1)."""
+
+import numpy as np
+import pytest
+from helpers import random_tree, urdf
+
+from fullbody_ik.solvers import Distance, LookAt, Pose, Position, Tree, solve
+from fullbody_ik.solvers.memetic import Fitness, _extinction, default_elites, default_population
+from fullbody_ik.solvers.problem import Problem
+
+
+@pytest.fixture(scope="module")
+def iiwa():
+    return Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")
+
+
+@pytest.mark.parametrize("exploit", ["lbfgsb", "lm"])
+def test_memetic_solves_full_poses(iiwa, exploit):
+    rng = np.random.default_rng(0)
+    solved = 0
+    for k in range(8):
+        target = iiwa.fk(iiwa.random_configurations(rng, 1)[0])["lbr_iiwa_link_7"]
+        res = solve(iiwa, [Pose("lbr_iiwa_link_7", target)], iiwa.random_configurations(rng, 1)[0],
+                    method="memetic", max_iterations=40, rng=k, exploit=exploit)
+        solved += res.success
+        assert iiwa.is_feasible(res.q)
+    assert solved >= 7
+
+
+def test_same_seed_same_generations_same_answer(iiwa):
+    target = iiwa.fk(np.full(7, 0.5))["lbr_iiwa_link_7"]
+    objs = [Pose("lbr_iiwa_link_7", target)]
+    a = solve(iiwa, objs, None, method="memetic", max_iterations=3, rng=42)
+    b = solve(iiwa, objs, None, method="memetic", max_iterations=3, rng=42)
+    c = solve(iiwa, objs, None, method="memetic", max_iterations=3, rng=43)
+    assert np.array_equal(a.q, b.q) and a.iterations == b.iterations == 3
+    assert not np.array_equal(a.q, c.q)
+
+
+def test_elites_are_distinct_and_ranked(iiwa):
+    res = solve(iiwa, [Position("lbr_iiwa_link_7", [0.3, 0.2, 0.6])], None, method="memetic", max_iterations=5,
+                rng=1, population=60, elites=4)
+    assert 1 <= len(res.elites) <= 4
+    fits = [f for _, f in res.elites]
+    assert fits[0] == min(fits)
+    qs = [q for q, _ in res.elites]
+    for i in range(len(qs)):
+        assert iiwa.is_feasible(qs[i])
+        for j in range(i):
+            assert np.max(np.abs(qs[i] - qs[j])) > 1e-4
+
+
+def test_fitness_is_eq14_rmse_and_its_gradient_matches_finite_differences(iiwa):
+    objs = [Pose("lbr_iiwa_link_7", iiwa.fk(np.full(7, 0.2))["lbr_iiwa_link_7"], weight=2.0),
+            LookAt("lbr_iiwa_link_4", [1.0, 1.0, 1.0], weight=0.5)]
+    fit = Fitness(Problem(iiwa, objs))
+    Q = iiwa.random_configurations(3, 4)
+    for q, phi in zip(Q, fit.batch(Q)):
+        st = iiwa.state(q)
+        L = np.concatenate([o.losses(st) for o in objs])
+        w = np.array([2.0, 2.0, 0.5])
+        assert phi == pytest.approx(np.sqrt(np.sum(w * L**2) / 3))
+        f2, g = fit.squared_with_gradient(q)
+        assert f2 == pytest.approx(phi**2)
+        eps, fd = 1e-6, np.zeros(7)
+        for k in range(7):
+            e = np.eye(7)[k] * eps
+            fd[k] = (fit.squared_with_gradient(q + e)[0] - fit.squared_with_gradient(q - e)[0]) / (2 * eps)
+        assert np.allclose(g, fd, atol=1e-6)
+
+
+def test_extinction_factors_eq18():
+    phi = np.array([1.0, 2.0, 4.0, 8.0])
+    xi = _extinction(phi)
+    expected = (phi + 1.0 * (np.arange(4) / 3 - 1.0)) / 8.0
+    assert np.allclose(xi, expected) and xi[0] == 0.0 and xi[-1] == 1.0
+
+
+def test_defaults_follow_the_paper():
+    assert default_population(7) == 50 and default_population(36) == 150
+    assert default_elites(7) == 2 and 2 <= default_elites(36) <= 5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_memetic_keeps_limits_on_random_trees_and_unreachable_goals(seed):
+    rng = np.random.default_rng(seed)
+    tree = random_tree(seed, n_links=6, free_root=seed % 2 == 0)
+    links = tree.link_names[1:]
+    objs = [Position(links[-1], rng.normal(size=3) * 100),  # unreachable without a free root
+            Distance(links[0], 0.5, other_point=rng.normal(size=3) * 0.1)]
+    res = solve(tree, objs, rng.normal(size=tree.n), method="memetic", max_iterations=4, rng=seed)
+    assert np.all(np.isfinite(res.q)) and tree.is_feasible(res.q)
+    if seed % 2:
+        assert not res.success
+
+
+def test_time_limit_cuts_generations(iiwa):
+    res = solve(iiwa, [Position("lbr_iiwa_link_7", [9.0, 9.0, 9.0])], None, method="memetic", time_limit=0.03,
+                rng=0)
+    assert not res.success and res.elapsed < 0.03 + 0.03
