@@ -177,8 +177,8 @@ def test_bone_limits_hold_in_blenders_terms_after_solving(seed):
     for i, j in enumerate(joints):
         parent_world = np.eye(4) if i == 0 else W[f"bone{i - 1}"]
         R = (np.linalg.inv(parent_world @ j.origin) @ W[f"bone{i}"])[:3, :3]
-        if 1.0 + R[1, 1] < 1e-4:
-            continue
+        if 1.0 + R[1, 1] < 1e-4 or 1.0 + np.trace(R) < 1e-4:
+            continue  # swing or twist at 180 degrees: Blender's decomposition (ComputeTwist) is singular there
         assert np.linalg.norm(blender_clamp(R, j.limits) - R) < 1e-8
 
 
