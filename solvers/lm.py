@@ -20,6 +20,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     r = problem.residual(state)
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
+    lo, hi = tree._clip_lower, tree._clip_upper  # box-bounded variables (coupled swings excluded)
     history = [E]
     while True:
         stop = problem.stop(state, budget)
@@ -28,6 +29,14 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         J = problem.jacobian(state) * D
         H = J.T @ J + (E + damping_bias) * eye  # eq. 12 with eq. 15
         dq = -D * np.linalg.solve(H, J.T @ r)  # eq. 11
+        # Variables resting on a bound that the step pushes outward are held (their columns removed):
+        # otherwise the projection throws that part of the step away and convergence crawls along the limit.
+        held = ((q <= lo + 1e-12) & (dq < 0.0)) | ((q >= hi - 1e-12) & (dq > 0.0))
+        if held.any():
+            J[:, held] = 0.0
+            H = J.T @ J + (E + damping_bias) * eye
+            dq = -D * np.linalg.solve(H, J.T @ r)
+            dq[held] = 0.0
         step = 1.0
         for _ in range(backtracks + 1):
             q_new = tree.project(q + step * dq)

@@ -111,16 +111,16 @@ def test_nullspace_distance_is_an_inequality(iiwa):
     assert np.linalg.norm(iiwa.fk(res.q)["lbr_iiwa_link_4"][:3, 3] - elbow) >= 0.15 - 1e-4
 
 
-def test_multi_objective_human(tmp_path):
+def test_multi_objective_human():
+    """Both hands and both feet (full poses) of the 36-joint human, from zero; targets from FK of random
+    valid configurations (some are near-singular: a knee folded to its limit converges slowly)."""
     tree = Tree.from_urdf(urdf("human.urdf"))
-    rng = np.random.default_rng(5)
-    q_t = tree.random_configurations(rng, 1)[0]
-    W = tree.fk(q_t)
-    links = ["left_hand", "right_hand", "left_foot", "right_foot"]
-    objs = [Pose(l, W[l]) for l in links]
-    objs.append(Displacement(np.zeros(tree.n), weight=1e-6))
-    res = solve(tree, objs, np.zeros(tree.n), method="lm", max_iterations=3000, rng=0, restarts=True)
-    assert res.success, res
+    for seed in range(3):
+        W = tree.fk(tree.random_configurations(np.random.default_rng(seed), 1)[0])
+        objs = [Pose(l, W[l]) for l in ["left_hand", "right_hand", "left_foot", "right_foot"]]
+        objs.append(Displacement(np.zeros(tree.n), weight=1e-6))
+        res = solve(tree, objs, np.zeros(tree.n), method="lm", max_iterations=3000, rng=0, restarts=True)
+        assert res.success, (seed, res)
 
 
 # --- properties over random trees, limits and targets ---------------------------------------------
