@@ -11,7 +11,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     projection makes worse is halved (at most ``backtracks`` times); paper 001 needs no line search
     without limits, and then this never triggers. Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| |
     < 1e-12, or every objective within tolerance, or the budget. With ``stall = k`` (set by ``solve`` when it
-    may restart), also when E fell by less than 1 % over the last k iterations: a local minimum, better left
+    may restart), also when the error of the objectives not yet met fell by less than 1 % over the last k iterations: a local minimum, better left
     for a new start.
     """
     tree = problem.tree
@@ -21,7 +21,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
     lo, hi = tree._clip_lower, tree._clip_upper  # box-bounded variables (coupled swings excluded)
-    history = [E]
+    history = [problem.unmet(state)]
     while True:
         stop = problem.stop(state, budget)
         if stop:
@@ -51,8 +51,8 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         moved = np.max(np.abs(q_new - q), initial=0.0)
         change = abs(np.sqrt(2 * E_new) - np.sqrt(2 * E))
         q, state, r, E = q_new, state_new, r_new, E_new
-        history.append(E)
-        if stall and len(history) > stall and E > 0.99 * history[-1 - stall] and not problem.satisfied(state):
+        history.append(problem.unmet(state))
+        if stall and len(history) > stall and history[-1] > 0.99 * history[-1 - stall] > 0.0:
             return q, "stalled (local minimum or limits)"
         if moved < step_tol or change < residual_tol:
             if problem.satisfied(state):

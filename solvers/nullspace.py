@@ -226,8 +226,8 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, cost_tol=1e-14, b
         if stop:
             return q, stop
         q_start, total0 = q.copy(), problem.cost(state)
-        history.append(total0)
-        if stall and len(history) > stall and total0 > 0.99 * history[-1 - stall]:
+        history.append(problem.unmet(state))
+        if stall and len(history) > stall and history[-1] > 0.99 * history[-1 - stall] > 0.0:
             return q, "stalled (local minimum or limits)"
         done = []
         J_acc = np.zeros((0, n))

@@ -100,6 +100,11 @@ class Problem:
     def satisfied(self, state):
         return all(bool(o.satisfied(state)) for o in self.objectives)
 
+    def unmet(self, state):
+        """sum w |r|^2 / 2 over the objectives not yet within tolerance (what is left to do)."""
+        return sum(0.5 * o.weight * float(np.sum(o.residual(state) ** 2))
+                   for o in self.objectives if not o.satisfied(state))
+
     def stop(self, state, budget):
         """The loop head every local method shares: a reason to stop, or None (one more iteration counted)."""
         if self.satisfied(state):
