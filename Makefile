@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fullbody_ik-stamp
 
-.PHONY: venv demo test bench build validate clean
+.PHONY: venv demo test bench bench-peers build validate clean
 
 venv: $(STAMP)
 
@@ -29,9 +29,24 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.paper002
 	$(PY) -m fullbody_ik.benchmarks.paper001
-	$(PY) -m fullbody_ik.benchmarks.arms
+	$(PY) -m fullbody_ik.benchmarks.table1 --prepare-only
+	@if [ -x $(PEERS)/bin/python ]; then $(PEERS)/bin/python -m fullbody_ik.benchmarks.peers; \
+	  else echo "(no $(PEERS): run make bench-peers to compare with roboticstoolbox and ikpy)"; fi
+	$(PY) -m fullbody_ik.benchmarks.table1
+	$(PY) -m fullbody_ik.benchmarks.table2
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
+
+# The peers need numpy 2: their own virtual environment, beside ours.
+PEERS := .venv-peers
+bench-peers: $(STAMP)
+	@[ -x $(PEERS)/bin/python ] || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet roboticstoolbox-python==1.5.0 ikpy==4.2.1 scipy==1.17.1
+	$(PEERS)/bin/python -c "import os, sysconfig; d = os.path.join(sysconfig.get_paths()['purelib'], 'fullbody_ik'); \
+	  os.path.lexists(d) and os.remove(d); os.symlink('$(CURDIR)', d)"
+	$(PY) -m fullbody_ik.benchmarks.table1 --prepare-only
+	$(PEERS)/bin/python -m fullbody_ik.benchmarks.peers
 
 build: $(STAMP)
 	$(PY) tools/build.py --all-platforms

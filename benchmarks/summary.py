@@ -9,6 +9,7 @@ import json
 import os
 
 from .common import RESULTS, ROOT, table
+from .table1 import ARMS as ARMS_ORDER
 
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 
@@ -40,14 +41,32 @@ def section():
                 if isinstance(d, dict) and "x" in d]
         parts.append(f"**Paper 002 §4, nullspace optimizer** (`{r['command']}`), Table 1 parameters.\n\n"
                      + table(rows, ["example", "x* ours", "x* paper", "max diff", "iterations", "paper", "ms"]))
-    r = load("arms")
+    r = load("table1")
     if r:
         rows = [[arm, m, f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}", f"{s['median_ms']:.2f}"]
                 for arm, ms in r["results"].items() for m, s in ms.items()]
-        n = next(iter(next(iter(r["results"].values())).values()))["targets"]
-        parts.append(f"**Arms, full pose (1e-4 m, 1e-3 rad), {n} targets each, {r['budget_s'] * 1e3:.0f} ms "
-                     f"budget, random seeds** (`{r['command']}`, {r['machine']['date']}).\n\n"
+        peers = load("table1_peers")
+        if peers and peers.get("targets") == r["targets"]:
+            rows += [[arm, f"peer: {p}", f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}",
+                      f"{s['median_ms']:.2f}"] for arm, ps in peers["results"].items() for p, s in ps.items()]
+        rows.sort(key=lambda row: [a for a, _, _ in ARMS_ORDER].index(row[0]) if row[0] in
+                  [a for a, _, _ in ARMS_ORDER] else 99)
+        parts.append(f"**Table I protocol, six arms, full pose (1e-4 m, 1e-3 rad), {r['targets']} targets each, "
+                     f"random seeds, success within 10 ms** (`{r['command']}`, {r['machine']['date']}; peers: "
+                     "`make bench-peers`). Curves: `benchmarks/results/table1_curves.png`.\n\n"
                      + table(rows, ["arm", "method", "success", "mean ms", "median ms"]))
+        if r.get("ratios"):
+            keys = sorted({k for v in r["ratios"].values() for k in v})
+            parts.append("Ratio of our median time to each peer's (below 1: we are faster):\n\n" + table(
+                [[a] + [f"{v.get(k, float('nan')):.1f}" for k in keys] for a, v in r["ratios"].items()],
+                ["arm"] + keys))
+    r = load("table2")
+    if r:
+        rows = [[setup, m, f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}",
+                 f"{100 * s['curve']['50']:.1f} %"] for setup, ms in r["results"].items() for m, s in ms.items()]
+        parts.append(f"**Table II protocol, human.urdf (36 DOF), {r['targets']} targets per setup, seeds at rest** "
+                     f"(`{r['command']}`, {r['machine']['date']}). Curves: `benchmarks/results/table2_curves.png`."
+                     "\n\n" + table(rows, ["setup", "method", "success (10 ms)", "mean ms", "success (50 ms)"]))
     r = load("iteration_cost")
     if r:
         rows = [[tree, op, f"{us:.0f}"] for tree, ops in r["microseconds"].items() for op, us in ops.items()]

@@ -254,6 +254,8 @@ class State:
     def __init__(self, tree, q, world):
         self.tree, self.q, self.world = tree, q, world
         self._gen = None
+        self._links_J = None
+        self._jacobian_calls = 0
         self.cache = {}  # objectives keep per-state values here (residuals are asked for several times)
 
     def matrix(self, link):
@@ -276,16 +278,40 @@ class State:
             self._translations = not rotational.all()
         return self._gen
 
+    def link_jacobians(self):
+        """(L, 6, n) geometric Jacobians of every link origin, computed together once per state."""
+        if self._links_J is None:
+            omega, linear, origin, rotational = self.generators()  # omega is zero for translations
+            pos = self.world[:, :3, 3]
+            lin = cross(omega[None, :, :], pos[:, None, :] - origin[None, :, :])  # (L, n, 3)
+            if self._translations:
+                lin = np.where(rotational[None, :, None], lin, linear[None])
+            J = np.empty((len(pos), 6, self.tree.n))
+            J[:, :3] = lin.transpose(0, 2, 1)
+            J[:, 3:] = omega.T[None]
+            J *= self.tree.ancestors[:, None, :]
+            self._links_J = J
+        return self._links_J
+
     def point_jacobian(self, link, point):
-        """(6, n) geometric Jacobian of a world point fixed to ``link``: linear rows, then angular."""
-        omega, linear, origin, rotational = self.generators()  # omega is zero for translations
-        lin = cross(omega, point - origin)
-        if self._translations:
-            lin = np.where(rotational[:, None], lin, linear)
-        J = np.empty((6, self.tree.n))
-        J[:3] = lin.T
-        J[3:] = omega.T
-        J *= self.tree.ancestors[link]
+        """(6, n) geometric Jacobian of a world point fixed to ``link``: linear rows, then angular.
+
+        The first call computes one Jacobian; from the second on, every link's at once (several goals)."""
+        self._jacobian_calls += 1
+        if self._links_J is None and self._jacobian_calls == 1:
+            omega, linear, origin, rotational = self.generators()
+            lin = cross(omega, np.asarray(point, dtype=float) - origin)
+            if self._translations:
+                lin = np.where(rotational[:, None], lin, linear)
+            J = np.empty((6, self.tree.n))
+            J[:3] = lin.T
+            J[3:] = omega.T
+            J *= self.tree.ancestors[link]
+            return J
+        J = self.link_jacobians()[link].copy()
+        d = np.asarray(point, dtype=float) - self.world[link, :3, 3]
+        if d.any():  # v_p = v_o + omega x (p - o)
+            J[:3] += cross(J[3:].T, d[None, :]).T
         return J
 
 

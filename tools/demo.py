@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from fullbody_ik.benchmarks.arms import METHODS, load, problems, solve_batch
+from fullbody_ik.benchmarks.table1 import METHODS, load, problems, solve_batch  # noqa: F401
 from fullbody_ik.benchmarks.common import table
 
 

@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The peers on Table I's targets and seeds: roboticstoolbox-python's C++ ik_LM (Sugihara and Chan damping)
+and ik_NR with restarts, and ikpy. They need numpy 2, so this runs in .venv-peers (`make bench-peers`);
+our solver core (numpy/scipy only) is imported there too, to judge every answer with the same FK and the same
+criterion (1e-4 m, 1e-3 rad, inside the limits).
+
+    .venv-peers/bin/python -m fullbody_ik.benchmarks.peers
+"""
+
+import json
+import os
+import re
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+from fullbody_ik.solvers import Pose
+
+from .budgets import summarize
+from .common import RESULTS, URDF, machine
+from .table1 import ARMS, PEERS, PROBLEMS, load
+
+
+def meshless_urdf(name):
+    """roboticstoolbox loads meshes it cannot find; kinematics do not need them."""
+    text = open(os.path.join(URDF, f"{name}.urdf")).read()
+    text = re.sub(r"(?s)<(visual|collision)\b.*?</\1>", "", text)
+    fh = tempfile.NamedTemporaryFile("w", suffix=".urdf", delete=False)
+    fh.write(text)
+    fh.close()
+    return fh.name
+
+
+def fresh(et, rtb):
+    """A copy of an ET with new joint indices (a sliced ETS keeps the old ones, which the C++ IK misreads)."""
+    if not et.isjoint:
+        return rtb.ET.SE3(et.A())
+    return getattr(rtb.ET, et.axis)(qlim=et.qlim, flip=et.isflip)
+
+
+def judge(tree, tip, T, q):
+    q = np.asarray(q, dtype=float)
+    if q.shape != (tree.n,) or not np.all(np.isfinite(q)):
+        return False
+    if np.any(q < tree.lower - 1e-7) or np.any(q > tree.upper + 1e-7):  # continuous joints: any angle
+        return False
+    return bool(Pose(tip, T).satisfied(tree.state(q)))
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    import ikpy.chain
+    import roboticstoolbox as rtb
+
+    data = np.load(PROBLEMS)
+    results, count = {}, None
+    for name, base, tip in ARMS:
+        tree = load(name, base, tip)
+        targets, seeds = data[f"{name}/targets"], data[f"{name}/seeds"]
+        count = len(targets)
+        path = meshless_urdf(name)
+        robot = rtb.Robot.URDF(path)
+        own = robot.link_dict[base].ets if robot.link_dict[base].parent is not None else []
+        ets = rtb.ETS([fresh(et, rtb) for et in list(robot.ets(start=base, end=tip))[len(own):]])
+        route = []  # base link, joint, link, ..., tip: the exact chain, not ikpy's first-child walk
+        i = tree.link(tip)
+        while tree.link_names[i] != base:
+            route = [tree.link_joint[i].name, tree.link_names[i]] + route
+            i = tree.parent[i]
+        walked = ikpy.chain.Chain.from_urdf_file(path, base_elements=[base] + route[:-1], last_link_vector=None)
+        names = [l.name for l in walked.links]
+        links = walked.links[: names.index(route[-2]) + 1]  # ikpy walks on past the tip: cut there
+        active = np.array([l.joint_type != "fixed" for l in links])
+        chain = ikpy.chain.Chain(links, active_links_mask=active)
+        # The same kinematics on both sides, or the comparison means nothing.
+        q = seeds[0]
+        assert ets.n == tree.n, (name, ets.n, tree.n)
+        assert np.allclose(ets.fkine(q).A, tree.fk(q)[tip], atol=1e-6), f"{name}: rtb FK differs"
+        full = np.zeros(len(chain.links))
+        full[active] = q
+        ik_fk = chain.forward_kinematics(full)
+        ikpy_ok = np.allclose(ik_fk, tree.fk(q)[tip], atol=1e-6)
+        peers = {
+            "rtb ik_LM sugihara": lambda T, q0: ets.ik_LM(T, q0=q0, ilimit=30, slimit=100, tol=1e-12,
+                                                          joint_limits=True, method="sugihara", k=1e-4).q,
+            "rtb ik_LM chan": lambda T, q0: ets.ik_LM(T, q0=q0, ilimit=30, slimit=100, tol=1e-12,
+                                                      joint_limits=True, method="chan").q,
+            "rtb ik_NR": lambda T, q0: ets.ik_NR(T, q0=q0, ilimit=30, slimit=100, tol=1e-12, joint_limits=True,
+                                                 pinv=True).q,
+        }
+        if ikpy_ok:
+            def ikpy_solve(T, q0):
+                init = np.zeros(len(chain.links))
+                init[active] = q0
+                return chain.inverse_kinematics_frame(T, initial_position=init, orientation_mode="all")[active]
+
+            peers["ikpy"] = ikpy_solve
+        else:
+            print(f"{name}: ikpy's chain does not reproduce the FK (its URDF reading differs); ikpy left out")
+        results[name] = {}
+        for peer, fn in peers.items():
+            ok, secs = np.zeros(count, bool), np.zeros(count)
+            for i, (T, q0) in enumerate(zip(targets, seeds)):
+                t0 = time.perf_counter()
+                try:
+                    q = fn(T, q0)
+                except Exception:  # a peer's failure is a miss, not a crash of the benchmark
+                    q = None
+                secs[i] = time.perf_counter() - t0
+                ok[i] = q is not None and judge(tree, tip, T, q)
+            results[name][peer] = summarize(ok, secs)
+            s = results[name][peer]
+            print(f"{name:20s} {peer:20s} {100 * s['success_rate']:5.1f} % within 10 ms, "
+                  f"median {s['median_ms']:.3f} ms", flush=True)
+    with open(PEERS, "w") as fh:
+        json.dump({"targets": count, "machine": machine(), "results": results}, fh, indent=1)
+    print(f"wrote {os.path.relpath(PEERS)}")
+
+
+if __name__ == "__main__":
+    main()

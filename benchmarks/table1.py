@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Paper 000 Table I protocol on the six arms of data/urdf: full pose goals at 1e-4 m and 1e-3 rad,
+targets from FK of random valid configurations, random valid seeds; success within 10 ms, mean and median
+time per method, success-versus-budget curves, and, when `make bench-peers` has run, the peers
+(roboticstoolbox-python's C++ ik_LM / ik_NR, ikpy) on the same targets and seeds with the ratio of our
+median time to theirs.
+
+    python -m fullbody_ik.benchmarks.table1 [--targets N] [--methods lm,memetic,...] [--max-budget-ms 50]
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+from fullbody_ik.solvers import Pose, Tree
+
+from .budgets import plot_curves, run_method, summarize
+from .common import RESULTS, URDF, table, write
+
+ARMS = [
+    ("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"),
+    ("franka_panda", "panda_link0", "panda_link8"),
+    ("ur5", "base_link", "ee_link"),
+    ("pr2", "torso_lift_link", "r_wrist_roll_link"),
+    ("baxter", "right_arm_mount", "right_wrist"),
+    ("kuka_kr120r2500pro", "base_link", "tool0"),
+]
+METHODS = ["memetic", "memetic+lm", "lm", "nullspace", "projected_gradient", "ncg"]
+PROBLEMS = os.path.join(RESULTS, "table1_problems.npz")
+PEERS = os.path.join(RESULTS, "table1_peers.json")
+
+
+def load(name, base, tip):
+    return Tree.from_urdf(os.path.join(URDF, f"{name}.urdf"), base_link=base, tip_links=tip)
+
+
+def problems(tree, tip, count, seed):
+    """(targets (N, 4, 4), seeds (N, n)): poses of random valid configurations, random valid seeds."""
+    rng = np.random.default_rng(seed)
+    W = tree.fk_batch(tree.random_configurations(rng, count))
+    return W[:, tree.link(tip)], tree.random_configurations(rng, count)
+
+
+def solve_batch(tree, tip, targets, seeds, method, budget):
+    """Solve every target; returns (success flags, seconds per solve)."""
+    return run_method(tree, [([Pose(tip, T)], q0) for T, q0 in zip(targets, seeds)], method, budget)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--targets", type=int, default=1000)
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--max-budget-ms", type=float, default=50.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prepare-only", action="store_true", help="write the problem set for the peers and stop")
+    args = ap.parse_args()
+    methods = args.methods.split(",")
+    stored = {}
+    for name, base, tip in ARMS:  # the problem set the peers read
+        tree = load(name, base, tip)
+        targets, seeds = problems(tree, tip, args.targets, args.seed)
+        stored[f"{name}/targets"], stored[f"{name}/seeds"] = targets, seeds
+    os.makedirs(RESULTS, exist_ok=True)
+    np.savez_compressed(PROBLEMS, **stored)
+    if args.prepare_only:
+        print(f"wrote {PROBLEMS}")
+        return
+    peers = json.load(open(PEERS)) if os.path.exists(PEERS) else None
+    if peers and peers.get("targets") != args.targets:
+        print(f"(peer results are for {peers.get('targets')} targets, not {args.targets}: left out)")
+        peers = None
+    rows, out, panels = [], {}, {}
+    for name, base, tip in ARMS:
+        tree = load(name, base, tip)
+        targets, seeds = stored[f"{name}/targets"], stored[f"{name}/seeds"]
+        out[name], panels[name] = {}, {}
+        for m in methods:
+            ok, secs = solve_batch(tree, tip, targets, seeds, m, args.max_budget_ms / 1e3)
+            s = out[name][m] = summarize(ok, secs)
+            panels[name][m] = s["curve"]
+            rows.append([name, tree.n, m, f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}",
+                         f"{s['median_ms']:.2f}"])
+            print(rows[-1], flush=True)
+        for peer, s in (peers or {}).get("results", {}).get(name, {}).items():
+            panels[name][f"peer {peer}"] = s["curve"]
+            rows.append([name, tree.n, f"peer {peer}", f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}",
+                         f"{s['median_ms']:.2f}"])
+    print(f"\nFull pose, {args.targets} targets per arm, success within 10 ms, random seeds")
+    print(table(rows, ["arm", "DOF", "method", "success", "mean ms", "median ms"]))
+    ratios = {}
+    if peers:
+        for name in out:
+            ratios[name] = {f"{ours} / {peer}": out[name][ours]["median_ms"] / max(s["median_ms"], 1e-9)
+                            for ours in ("memetic", "memetic+lm", "lm") if ours in out[name]
+                            for peer, s in peers["results"].get(name, {}).items()}
+        print("\nRatio of our median time to each peer's (below 1: we are faster)")
+        keys = sorted({k for r in ratios.values() for k in r})
+        print(table([[a] + [f"{r.get(k, float('nan')):.2f}" for k in keys] for a, r in ratios.items()], ["arm"] + keys))
+    plot_curves(os.path.join(RESULTS, "table1_curves.png"), panels, "Table I arms: solved within budget (full pose)")
+    write("table1", {"targets": args.targets, "results": out, "ratios": ratios,
+                     "peers": peers["machine"] if peers else None},
+          f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}")
+
+
+if __name__ == "__main__":
+    main()
