@@ -34,6 +34,7 @@ bench: $(STAMP)
 	  else echo "(no $(PEERS): run make bench-peers to compare with roboticstoolbox and ikpy)"; fi
 	$(PY) -m fullbody_ik.benchmarks.table1
 	$(PY) -m fullbody_ik.benchmarks.table2
+	$(PY) -m fullbody_ik.benchmarks.memetic_study
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 

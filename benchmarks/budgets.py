@@ -51,7 +51,7 @@ def plot_curves(path, panels, title):
     import matplotlib.pyplot as plt
 
     n = len(panels)
-    cols = min(3, n)
+    cols = 2 if n == 4 else min(3, n)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows), squeeze=False)
     for ax, (name, curves) in zip(axes.ravel(), panels.items()):

@@ -67,6 +67,11 @@ def section():
         parts.append(f"**Table II protocol, human.urdf (36 DOF), {r['targets']} targets per setup, seeds at rest** "
                      f"(`{r['command']}`, {r['machine']['date']}). Curves: `benchmarks/results/table2_curves.png`."
                      "\n\n" + table(rows, ["setup", "method", "success (10 ms)", "mean ms", "success (50 ms)"]))
+    r = load("memetic_study")
+    if r:
+        rows = [[tree, k, f"{v:.3g}"] for tree, ms in r["measures"].items() for k, v in ms.items()]
+        parts.append(f"**Memetic solver: where the time goes, and the linearization idea** (`{r['command']}`, "
+                     f"{r['machine']['date']}).\n\n" + table(rows, ["tree", "measure", "value"]))
     r = load("iteration_cost")
     if r:
         rows = [[tree, op, f"{us:.0f}"] for tree, ops in r["microseconds"].items() for op, us in ops.items()]

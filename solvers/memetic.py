@@ -77,8 +77,16 @@ def _rank_select(rng, available, count):
 
 
 def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lbfgsb", exploit_iterations=None,
-        waves=4, **_):
-    """Algorithm 1. ``max_iterations`` of the budget counts generations. Returns (q, message, elites)."""
+        waves=2, timings=None, **_):
+    """Algorithm 1. ``max_iterations`` of the budget counts generations. Returns (q, message, elites).
+
+    ``timings``: a dict that receives the seconds spent in exploitation and in breeding/evaluating offspring.
+    """
+    import time
+
+    clock = {"exploitation": 0.0, "offspring": 0.0} if timings is None else timings
+    clock.setdefault("exploitation", 0.0)
+    clock.setdefault("offspring", 0.0)
     tree = problem.tree
     rng = np.random.default_rng(rng)
     n = tree.n
@@ -123,6 +131,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
         pool = np.ones(P, dtype=bool)  # the mating pool, in rank order
         # Exploitation of the elites (eq. 21-22).
         elite_improved = False
+        t_exploit = time.perf_counter()
         for e in range(E):
             if budget.past_deadline():
                 break  # the time limit also cuts a generation short; the solution is kept
@@ -132,7 +141,9 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
                 elite_improved = True
                 G[e] = rng.random(n) * G[e] + (x_new - X[e])
                 X[e], phi[e] = x_new, phi_new
+        clock["exploitation"] += time.perf_counter() - t_exploit
         # Offspring, in waves (eq. 17, 19, 20, 23).
+        t_offspring = time.perf_counter()
         X_off, G_off, phi_off = [], [], []
         for wave in np.array_split(np.arange(P - E), max(1, min(waves, P - E))):
             m = len(wave)
@@ -163,6 +174,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
             pool[p1[phi_w < phi[p1]]] = False  # eq. 23: niching by pre-selection
             pool[p2[phi_w < phi[p2]]] = False
             X_off.append(feasible), G_off.append(g), phi_off.append(phi_w)
+        clock["offspring"] += time.perf_counter() - t_offspring
         X = np.vstack([X[:E]] + X_off)
         G = np.vstack([G[:E]] + G_off)
         phi = np.concatenate([phi[:E]] + phi_off)

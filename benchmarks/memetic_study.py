@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Which speed ideas of the reference implementations pay off in numpy? Measured, not assumed.
+
+1. Where a generation's time goes (exploitation by L-BFGS-B or LM, offspring evaluation, the rest).
+2. Evaluating children on a linearization of the tree around the best individual (p ~ p* + J dq,
+   R ~ exp(J_w dq) R*) instead of batched FK: its cost, and how well it ranks children (Spearman rho
+   against the exact fitness) for children near and far from the best.
+3. L-BFGS-B's cost per iteration beyond our objective evaluation (scipy's wrapper and setulb).
+
+    python -m fullbody_ik.benchmarks.memetic_study
+"""
+
+import os
+import time
+
+import numpy as np
+from scipy.optimize import fmin_l_bfgs_b
+from scipy.stats import spearmanr
+
+from fullbody_ik.solvers import Pose, Tree, solve
+from fullbody_ik.solvers.blas import single_thread_blas
+from fullbody_ik.solvers.memetic import Fitness
+from fullbody_ik.solvers.problem import Problem
+from fullbody_ik.solvers.rotations import exp_so3
+from fullbody_ik.solvers.tree import BatchState
+
+from .common import URDF, table, write
+
+CASES = [("kuka_iiwa", "lbr_iiwa_link_0", ["lbr_iiwa_link_7"]),
+         ("human", None, ["left_hand", "right_hand", "left_foot", "right_foot"])]
+
+
+def linearized_world(tree, x0, links, Q):
+    """World matrices of ``links`` for every row of Q from the first-order expansion around x0."""
+    st = tree.state(x0)
+    W = np.broadcast_to(st.world, (len(Q),) + st.world.shape).copy()
+    dQ = Q - x0
+    for i in links:
+        J = st.point_jacobian(i, st.world[i, :3, 3])
+        W[:, i, :3, 3] = st.world[i, :3, 3] + dQ @ J[:3].T
+        W[:, i, :3, :3] = exp_so3(dQ @ J[3:].T) @ st.world[i, :3, :3]
+    return W
+
+
+def timed(f, number=20):
+    t0 = time.perf_counter()
+    for _ in range(number):
+        f()
+    return (time.perf_counter() - t0) / number * 1e6
+
+
+def main():
+    rows, out = [], {}
+    with single_thread_blas():
+        for name, base, tips in CASES:
+            tree = Tree.from_urdf(os.path.join(URDF, f"{name}.urdf"), base, tips if base else None)
+            rng = np.random.default_rng(0)
+            W = tree.fk(tree.random_configurations(rng, 1)[0])
+            problem = Problem(tree, [Pose(t, W[t]) for t in tips])
+            fit = Fitness(problem)
+            P = 50 if tree.n < 20 else 150
+            x0 = tree.random_configurations(rng, 1)[0]
+            links = [tree.link(t) for t in tips]
+            r = {}
+            for label, scale in (("near (0.05 rad)", 0.05), ("far (0.5 rad)", 0.5)):
+                Q = tree.project(x0 + rng.normal(size=(P, tree.n)) * scale)
+                exact = fit.batch(Q)
+
+                def approx():
+                    st = BatchState(tree, Q, world=linearized_world(tree, x0, links, Q))
+                    L = np.concatenate([o.losses(st) for o in problem.objectives], axis=-1)
+                    return np.sqrt(np.sum(fit.weights * L * L, axis=-1) / fit.k)
+
+                rho = spearmanr(exact, approx()).correlation
+                r[f"children {label}: exact FK fitness (us)"] = timed(lambda: fit.batch(Q))
+                r[f"children {label}: linearized fitness (us)"] = timed(approx)
+                r[f"children {label}: rank agreement (Spearman rho)"] = float(rho)
+            q = tree.random_configurations(rng, 1)[0]
+            r["one objective evaluation with gradient (us)"] = timed(lambda: fit.squared_with_gradient(q), 200)
+            evals, t0 = 0, time.perf_counter()
+            for _ in range(10):
+                _, _, d = fmin_l_bfgs_b(fit.squared_with_gradient, q, maxiter=10, factr=10.0, pgtol=1e-14)
+                evals += d["funcalls"]
+            r["L-BFGS-B, per evaluation incl. scipy (us)"] = (time.perf_counter() - t0) / evals * 1e6
+            for exploit in ("lbfgsb", "lm"):  # where five generations' time goes
+                clock = {}
+                res = solve(tree, problem.objectives, q, method="memetic", max_iterations=5, rng=12345, exploit=exploit,
+                            timings=clock)
+                total = res.elapsed * 1e3 / max(res.iterations, 1)
+                r[f"generation with {exploit} exploitation (ms)"] = total
+                r[f"  {exploit}: exploitation (%)"] = 100 * clock["exploitation"] * 1e3 / max(res.iterations, 1) / total
+                r[f"  {exploit}: offspring, 2 waves (%)"] = 100 * clock["offspring"] * 1e3 / max(res.iterations, 1) / total
+            out[name] = r
+            rows += [[f"{name} ({tree.n} DOF)", k, f"{v:.3g}"] for k, v in r.items()]
+    print(table(rows, ["tree", "measure", "value"]))
+    write("memetic_study", {"measures": out}, "python -m fullbody_ik.benchmarks.memetic_study")
+
+
+if __name__ == "__main__":
+    main()
