@@ -205,16 +205,19 @@ class ScalarModel(_Model):
     needs_pre = False  # the axis is fixed by its own motion: R_pre a = R_world a
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
+        """Motion generators per variable; arrays may carry leading batch dimensions (...)."""
         v = self.vars[:, 0]
-        dirs = (world[self.frames, :3, :3] @ self.axes[:, :, None])[..., 0]
+        dirs = (world[..., self.frames, :3, :3] @ self.axes[:, :, None])[..., 0]
+        o = world[..., :3, 3][..., self.frames, :]
         if not self.any_prismatic:
-            omega[v], origin[v], rotational[v] = dirs, world[self.frames, :3, 3], True
+            omega[..., v, :], origin[..., v, :] = dirs, o
+            rotational[v] = True
             return
         rot = ~self.prismatic
-        omega[v[rot]] = dirs[rot]
-        origin[v[rot]] = world[self.frames[rot], :3, 3]
+        omega[..., v[rot], :] = dirs[..., rot, :]
+        origin[..., v[rot], :] = o[..., rot, :]
         rotational[v[rot]] = True
-        linear[v[self.prismatic]] = dirs[self.prismatic]
+        linear[..., v[self.prismatic], :] = dirs[..., self.prismatic, :]
 
     def bounds(self, lower, upper):
         for j, v in zip(self.joints, self.vars[:, 0]):
@@ -241,12 +244,13 @@ class BallModel(_Model):
         return M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
-        v = q[self.vars]
-        cols = pre[self.frames, :3, :3] @ left_jacobian_so3(v)  # (m, 3, 3), columns per variable
+        v = q[..., self.vars]
+        cols = pre[..., self.frames, :3, :3] @ left_jacobian_so3(v)  # (..., m, 3, 3), a column per variable
+        o = world[..., :3, 3][..., self.frames, :]
         for k in range(3):
             idx = self.vars[:, k]
-            omega[idx] = cols[:, :, k]
-            origin[idx] = world[self.frames, :3, 3]
+            omega[..., idx, :] = cols[..., :, k]
+            origin[..., idx, :] = o
             rotational[idx] = True
 
     def bounds(self, lower, upper):
@@ -319,26 +323,25 @@ class SwingTwistModel(_Model):
         return M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
-        Rpre = pre[self.frames, :3, :3]
-        o = world[self.frames, :3, 3]
+        Rpre = pre[..., self.frames, :3, :3]
+        o = world[..., :3, 3][..., self.frames, :]
         if self.elbow:
             a = 0 if 0 in self.col else 2
-            A = axis_rotation(a, q[self.vars[:, self.col[a]]])
+            swing_R = axis_rotation(a, q[..., self.vars[:, self.col[a]]])
             first = np.zeros((len(self), 3))
             first[:, a] = 1.0
             cols = {a: first}
-            swing_R = A
         else:
             S = self._swing_vars(q)
-            s3 = np.stack([S[:, 0], np.zeros(len(self)), S[:, 1]], axis=-1)
+            s3 = np.stack([S[..., 0], np.zeros_like(S[..., 0]), S[..., 1]], axis=-1)
             Jl = left_jacobian_so3(s3)
-            cols = {0: Jl[:, :, 0], 2: Jl[:, :, 2]}
+            cols = {0: Jl[..., :, 0], 2: Jl[..., :, 2]}
             swing_R = exp_so3(s3)
-        cols[1] = swing_R[:, :, 1]  # twist turns about the swung bone axis
+        cols[1] = swing_R[..., :, 1]  # twist turns about the swung bone axis
         for a, k in self.col.items():
             idx = self.vars[:, k]
-            omega[idx] = np.einsum("mij,mj->mi", Rpre, cols[a])
-            origin[idx] = o
+            omega[..., idx, :] = (Rpre @ np.broadcast_to(cols[a], Rpre.shape[:-1])[..., None])[..., 0]
+            origin[..., idx, :] = o
             rotational[idx] = True
 
     def bounds(self, lower, upper):
@@ -390,13 +393,14 @@ class FreeModel(_Model):
         return M
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
-        Rpre = pre[self.frames, :3, :3]
-        cols = Rpre @ left_jacobian_so3(q[self.vars[:, 3:]])
+        Rpre = pre[..., self.frames, :3, :3]
+        cols = Rpre @ left_jacobian_so3(q[..., self.vars[:, 3:]])
+        o = world[..., :3, 3][..., self.frames, :]
         for k in range(3):
-            linear[self.vars[:, k]] = Rpre[:, :, k]
+            linear[..., self.vars[:, k], :] = Rpre[..., :, k]
             idx = self.vars[:, 3 + k]
-            omega[idx] = cols[:, :, k]
-            origin[idx] = world[self.frames, :3, 3]
+            omega[..., idx, :] = cols[..., :, k]
+            origin[..., idx, :] = o
             rotational[idx] = True
 
     def bounds(self, lower, upper):

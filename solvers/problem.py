@@ -87,11 +87,11 @@ class Problem:
 
     def residual(self, state, objectives=None):
         objs = self.objectives if objectives is None else objectives
-        return np.concatenate([np.sqrt(o.weight) * o.residual(state) for o in objs])
+        return np.concatenate([np.sqrt(o.weight) * o.residual(state) for o in objs], axis=-1)
 
     def jacobian(self, state, objectives=None):
         objs = self.objectives if objectives is None else objectives
-        return np.vstack([np.sqrt(o.weight) * o.jacobian(state) for o in objs])
+        return np.concatenate([np.sqrt(o.weight) * o.jacobian(state) for o in objs], axis=-2)
 
     def cost(self, state, objectives=None):
         r = self.residual(state, objectives)

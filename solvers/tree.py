@@ -239,17 +239,9 @@ class Tree:
         return f"<Tree {len(self.link_names)} links, {self.n} variables, root {self.root!r}>"
 
 
-class BatchState:
-    """Link matrices of P configurations: ``q`` (P, n), ``world`` (P, L, 4, 4); for batched objectives."""
-
-    def __init__(self, tree, Q, world=None):
-        self.tree, self.q = tree, np.asarray(Q, dtype=float)
-        self.world = tree.fk_batch(self.q) if world is None else world
-        self.cache = {}
-
-
 class State:
-    """Link matrices of one configuration, with lazily computed motion generators for Jacobians."""
+    """Link matrices of one configuration (``q`` (n,), ``world`` (L, 4, 4)) or of a batch (``q`` (P, n),
+    ``world`` (P, L, 4, 4)), with lazily computed motion generators and Jacobians (batched alike)."""
 
     def __init__(self, tree, q, world):
         self.tree, self.q, self.world = tree, q, world
@@ -259,18 +251,20 @@ class State:
         self.cache = {}  # objectives keep per-state values here (residuals are asked for several times)
 
     def matrix(self, link):
-        return self.world[link]
+        return self.world[..., link, :, :]
 
     def generators(self):
-        """Per variable: world angular axis, linear direction, rotation origin, rotational flag."""
+        """Per variable: world angular axis, linear direction, rotation origin (each (..., n, 3)), and
+        whether the variable rotates (n,)."""
         if self._gen is None:
-            t, n = self.tree, self.tree.n
-            omega, linear, origin = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+            t, n, batch = self.tree, self.tree.n, self.q.shape[:-1]
+            omega, linear, origin = np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3))
             rotational = np.zeros(n, dtype=bool)
             pre = None
             if any(m.needs_pre for m in t.models):
                 par = t.parent
-                parent_world = np.where(par[:, None, None] >= 0, self.world[np.maximum(par, 0)], np.eye(4))
+                parent_world = np.where(par[:, None, None] >= 0, self.world[..., np.maximum(par, 0), :, :],
+                                        np.eye(4))
                 pre = parent_world @ t.origin
             for m in t.models:
                 m.generators(self.q, pre, self.world, omega, linear, origin, rotational)
@@ -279,40 +273,49 @@ class State:
         return self._gen
 
     def link_jacobians(self):
-        """(L, 6, n) geometric Jacobians of every link origin, computed together once per state."""
+        """(..., L, 6, n) geometric Jacobians of every link origin, computed together once per state."""
         if self._links_J is None:
             omega, linear, origin, rotational = self.generators()  # omega is zero for translations
-            pos = self.world[:, :3, 3]
-            lin = cross(omega[None, :, :], pos[:, None, :] - origin[None, :, :])  # (L, n, 3)
+            pos = self.world[..., :, :3, 3]
+            lin = cross(omega[..., None, :, :], pos[..., :, None, :] - origin[..., None, :, :])  # (..., L, n, 3)
             if self._translations:
-                lin = np.where(rotational[None, :, None], lin, linear[None])
-            J = np.empty((len(pos), 6, self.tree.n))
-            J[:, :3] = lin.transpose(0, 2, 1)
-            J[:, 3:] = omega.T[None]
+                lin = np.where(rotational[:, None], lin, linear[..., None, :, :])
+            J = np.empty(pos.shape[:-1] + (6, self.tree.n))
+            J[..., :3, :] = np.swapaxes(lin, -1, -2)
+            J[..., 3:, :] = np.swapaxes(omega, -1, -2)[..., None, :, :]
             J *= self.tree.ancestors[:, None, :]
             self._links_J = J
         return self._links_J
 
     def point_jacobian(self, link, point):
-        """(6, n) geometric Jacobian of a world point fixed to ``link``: linear rows, then angular.
+        """(..., 6, n) geometric Jacobian of a world point fixed to ``link``: linear rows, then angular.
 
         The first call computes one Jacobian; from the second on, every link's at once (several goals)."""
+        point = np.asarray(point, dtype=float)
         self._jacobian_calls += 1
         if self._links_J is None and self._jacobian_calls == 1:
             omega, linear, origin, rotational = self.generators()
-            lin = cross(omega, np.asarray(point, dtype=float) - origin)
+            lin = cross(omega, point[..., None, :] - origin)
             if self._translations:
                 lin = np.where(rotational[:, None], lin, linear)
-            J = np.empty((6, self.tree.n))
-            J[:3] = lin.T
-            J[3:] = omega.T
+            J = np.empty(omega.shape[:-2] + (6, self.tree.n))
+            J[..., :3, :] = np.swapaxes(lin, -1, -2)
+            J[..., 3:, :] = np.swapaxes(omega, -1, -2)
             J *= self.tree.ancestors[link]
             return J
-        J = self.link_jacobians()[link].copy()
-        d = np.asarray(point, dtype=float) - self.world[link, :3, 3]
+        J = self.link_jacobians()[..., link, :, :].copy()
+        d = point - self.world[..., link, :3, 3]
         if d.any():  # v_p = v_o + omega x (p - o)
-            J[:3] += cross(J[3:].T, d[None, :]).T
+            J[..., :3, :] += np.swapaxes(cross(np.swapaxes(J[..., 3:, :], -1, -2), d[..., None, :]), -1, -2)
         return J
+
+
+class BatchState(State):
+    """The state of P configurations: ``q`` (P, n), ``world`` (P, L, 4, 4)."""
+
+    def __init__(self, tree, Q, world=None):
+        Q = np.asarray(Q, dtype=float)
+        super().__init__(tree, Q, tree.fk_batch(Q) if world is None else world)
 
 
 __all__ = ["Tree", "State", "Joint", "BoneJoint", "FreeJoint"]

@@ -115,3 +115,16 @@ def test_loss_gradients_match_finite_differences(seed):
         G_fd = numeric_jacobian(lambda x: obj.losses(tree.state(x)), q)
         assert G.shape == (L.shape[-1], tree.n)
         assert np.allclose(G, G_fd, atol=1e-5 * max(1.0, np.abs(G_fd).max())), type(obj).__name__
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_jacobians_match_single(seed):
+    rng = np.random.default_rng(seed + 7)
+    tree = random_tree(seed, n_links=8, free_root=seed % 2 == 0)
+    Q = tree.random_configurations(rng, 4) * 0.9
+    batch = BatchState(tree, Q)
+    for obj in objectives_for(tree, rng):
+        Jb = obj.jacobian(batch)
+        assert Jb.shape == (4, obj.size, tree.n), type(obj).__name__
+        for p in range(4):
+            assert np.allclose(Jb[p], obj.jacobian(tree.state(Q[p])), atol=1e-10), type(obj).__name__

@@ -40,21 +40,22 @@ class Distance(Objective):
         return self.min_distance - self.distance(state)
 
     def constraint_gradient(self, state):
+        """(..., n) gradient of g = min_distance - d."""
         a, b = self._points(state)
         diff = a - b
-        d = np.linalg.norm(diff)
-        u = diff / d if d > 1e-12 else np.array([1.0, 0.0, 0.0])
-        Ja = state.point_jacobian(self._link(state, self.link), a)[:3]
-        Jb = 0.0 if self.other_link is None else state.point_jacobian(self._link(state, self.other_link), b)[:3]
-        return -(u @ (Ja - Jb))
+        d = np.linalg.norm(diff, axis=-1, keepdims=True)
+        u = np.where(d > 1e-12, diff / np.maximum(d, 1e-12), np.array([1.0, 0.0, 0.0]))
+        J = state.point_jacobian(self._link(state, self.link), a)[..., :3, :]
+        if self.other_link is not None:
+            J = J - state.point_jacobian(self._link(state, self.other_link), b)[..., :3, :]
+        return -(u[..., None, :] @ J)[..., 0, :]
 
     def compute_residual(self, state):
         return np.maximum(self.constraint(state), 0.0)[..., None]
 
     def jacobian(self, state):
-        if self.constraint(state) <= 0.0:
-            return np.zeros((1, state.tree.n))
-        return self.constraint_gradient(state)[None, :]
+        active = self.constraint(state) > 0.0
+        return np.where(np.asarray(active)[..., None], self.constraint_gradient(state), 0.0)[..., None, :]
 
     def error(self, state):
         return np.maximum(self.constraint(state), 0.0)

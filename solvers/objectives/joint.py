@@ -32,7 +32,7 @@ class Displacement(Objective):
         idx = self._indices(state)
         J = np.zeros((len(idx), state.tree.n))
         J[np.arange(len(idx)), idx] = 1.0
-        return J
+        return np.broadcast_to(J, state.q.shape[:-1] + J.shape)
 
     @property
     def size(self):
@@ -62,7 +62,7 @@ class JointValue(Objective):
     def jacobian(self, state):
         J = np.zeros((1, state.tree.n))
         J[0, state.tree.var(self.joint)] = 1.0
-        return J
+        return np.broadcast_to(J, state.q.shape[:-1] + J.shape)
 
     def error(self, state):
         return np.abs(self.residual(state)[..., 0])
@@ -89,17 +89,23 @@ class JointFunction(Objective):
         return (state.q[..., state.tree.var(self.joint)] - self._h(state.q))[..., None]
 
     def jacobian(self, state):
-        n = state.tree.n
+        if state.q.ndim > 1:  # a batch: one row at a time (h is a user function of one configuration)
+            return np.stack([self._jacobian_at(state.tree, row) for row in state.q.reshape(-1, state.tree.n)]
+                            ).reshape(state.q.shape[:-1] + (1, state.tree.n))
+        return self._jacobian_at(state.tree, state.q)
+
+    def _jacobian_at(self, tree, q):
+        n = tree.n
         if self.gradient is not None:
-            g = np.asarray(self.gradient(state.q), dtype=float).reshape(n)
+            g = np.asarray(self.gradient(q), dtype=float).reshape(n)
         else:
             g, eps = np.zeros(n), 1e-6
             for k in range(n):
                 e = np.zeros(n)
                 e[k] = eps
-                g[k] = (self._h(state.q + e) - self._h(state.q - e)) / (2 * eps)
+                g[k] = (self._h(q + e) - self._h(q - e)) / (2 * eps)
         J = -g[None, :]
-        J[0, state.tree.var(self.joint)] += 1.0
+        J[0, tree.var(self.joint)] += 1.0
         return J
 
     def error(self, state):

@@ -45,7 +45,7 @@ class Position(Objective):
 
     def jacobian(self, state):
         i = self._link(state, self.link)
-        return state.point_jacobian(i, self.point(state))[:3]
+        return state.point_jacobian(i, self.point(state))[..., :3, :]
 
     def losses(self, state):
         p = self.point(state)
@@ -76,7 +76,7 @@ class Orientation(Objective):
 
     def jacobian(self, state):
         i = self._link(state, self.link)
-        Jw = state.point_jacobian(i, state.world[i, :3, 3])[3:]
+        Jw = state.point_jacobian(i, state.world[..., i, :3, 3])[..., 3:, :]
         return left_jacobian_inverse_so3(self.residual(state)) @ Jw  # d log(R Rd^T) = J_l^-1 omega
 
     def losses(self, state):
@@ -108,7 +108,7 @@ class Pose(Objective):
         i = self._link(state, self.link)
         p = self.position.point(state)
         J = state.point_jacobian(i, p)  # one geometric Jacobian for both halves
-        J[3:] = left_jacobian_inverse_so3(self.orientation.residual(state)) @ J[3:]
+        J[..., 3:, :] = left_jacobian_inverse_so3(self.orientation.residual(state)) @ J[..., 3:, :]
         return J
 
     def error(self, state):
@@ -165,12 +165,13 @@ class LookAt(Objective):
     def jacobian(self, state):
         i = self._link(state, self.link)
         V, d, dist, W = self._parts(state)
-        J = state.point_jacobian(i, W[:3, 3])
-        dV = -skew(V) @ J[3:]  # dV = omega x V
-        if dist[0] <= 1e-12:
-            return dV
-        dd = -(np.eye(3) - np.outer(d, d)) / dist[0] @ J[:3]  # d = (T - p)/|T - p|
-        return dV - dd
+        J = state.point_jacobian(i, W[..., :3, 3])
+        dV = -skew(V) @ J[..., 3:, :]  # dV = omega x V
+        # d = (T - p)/|T - p|: dd = -(1 - d d^T) dp / |T - p|; nothing to aim at on the target itself
+        far = dist[..., 0] > 1e-12
+        P = (np.eye(3) - d[..., :, None] * d[..., None, :]) / np.where(far, dist[..., 0], 1.0)[..., None, None]
+        dd = -P @ J[..., :3, :]
+        return dV - np.where(far[..., None, None], dd, 0.0)
 
     def error(self, state):
         r = np.linalg.norm(self.residual(state), axis=-1)
