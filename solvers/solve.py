@@ -60,6 +60,10 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
+    if max_restarts and method == "lm" and options.get("starts", 8) > 1:
+        # With restarts allowed, LM runs several searches at once (vectorized), replacing stalled ones.
+        q, message = lm.run_multistart(problem, q0, budget, rng=rng, **options)
+        return problem.result(q, method, budget, message)
     if max_restarts and method in ("lm", "nullspace"):
         options.setdefault("stall", 5)  # give up a local minimum early: a new start is cheaper
     while True:

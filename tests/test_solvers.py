@@ -222,3 +222,28 @@ def test_minimize_bounds_are_kept():
     assert np.allclose(r.x, [1, -1], atol=1e-3)
     with pytest.raises(ValueError, match="lower bound"):
         minimize(lambda x: x @ x, [0.0], bounds=([1.0], [0.0]))
+
+
+def test_multistart_lm_is_seeded_feasible_and_solves(iiwa):
+    rng = np.random.default_rng(11)
+    solved = 0
+    for k in range(10):
+        target = iiwa.fk(iiwa.random_configurations(rng, 1)[0])["lbr_iiwa_link_7"]
+        objs = [Pose("lbr_iiwa_link_7", target)]
+        a = solve(iiwa, objs, None, method="lm", max_iterations=200, rng=k, restarts=True, starts=6)
+        b = solve(iiwa, objs, None, method="lm", max_iterations=200, rng=k, restarts=True, starts=6)
+        assert np.array_equal(a.q, b.q) and iiwa.is_feasible(a.q)
+        solved += a.success
+    assert solved == 10
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_multistart_lm_keeps_limits_on_random_trees(seed):
+    rng = np.random.default_rng(seed)
+    tree = random_tree(rng, n_links=int(rng.integers(2, 8)), free_root=bool(seed % 2))
+    links = tree.link_names[1:]
+    objs = [Position(links[-1], rng.normal(size=3) * 3), LookAt(links[0], rng.normal(size=3) * 5),
+            Distance(links[-1], 0.2, other_point=rng.normal(size=3))]
+    res = solve(tree, objs, rng.normal(size=tree.n), method="lm", max_iterations=15, restarts=True, rng=seed)
+    assert np.all(np.isfinite(res.q)) and tree.is_feasible(res.q)
