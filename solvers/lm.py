@@ -60,81 +60,96 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
             return q, "converged (step or residual change below tolerance)"
 
 
-def run_multistart(problem, q, budget, rng=None, starts=8, damping_bias=1e-3, backtracks=4, stall=5, **_):
-    """Several LM searches at once, vectorized over the batch (FK, Jacobians, linear solves): the seed and
-    ``starts - 1`` random feasible configurations. The first search that meets every objective wins; a
-    search that stalls (its unmet error fell by less than 1 % over ``stall`` iterations) or cannot descend is
-    replaced by a new random start. Each search is the iteration of :func:`run` (eq. 11-15, held bounds).
-    """
-    from .tree import BatchState
+class BatchLM:
+    """The iteration of :func:`run` over a batch of configurations, with FK, Jacobians and the linear
+    solves vectorized across the batch (each row is an independent search)."""
 
-    tree = problem.tree
-    rng = np.random.default_rng(rng)
-    K, n = int(starts), tree.n
-    D = tree.weights
-    lo, hi = tree._clip_lower, tree._clip_upper
-    eye = np.eye(n)
-    objs = problem.objectives
-    sqrt_w = [np.sqrt(o.weight) for o in objs]
+    def __init__(self, problem, damping_bias=1e-3, backtracks=4):
+        self.problem, self.tree = problem, problem.tree
+        self.damping_bias, self.backtracks = damping_bias, backtracks
+        self.weights = [o.weight for o in problem.objectives]
 
-    def evaluate(Q):
-        st = BatchState(tree, Q)
-        r = problem.residual(st)
+    def evaluate(self, Q):
+        """(state, residuals (K, m), E (K,), all met (K,), unmet error (K,)) of the rows of Q."""
+        from .tree import BatchState
+
+        st = BatchState(self.tree, Q)
+        r = self.problem.residual(st)
         sat = np.ones(len(Q), dtype=bool)
         unmet = np.zeros(len(Q))
-        for o, w in zip(objs, sqrt_w):
+        for o, w in zip(self.problem.objectives, self.weights):
             ok = np.asarray(o.satisfied(st))
             sat &= ok
-            unmet += np.where(ok, 0.0, 0.5 * w * w * np.sum(o.residual(st) ** 2, axis=-1))
+            unmet += np.where(ok, 0.0, 0.5 * w * np.sum(o.residual(st) ** 2, axis=-1))
         return st, r, 0.5 * np.sum(r * r, axis=-1), sat, unmet
 
-    Q = tree.project(np.vstack([q[None], tree.random_configurations(rng, K - 1)]))
-    st, r, E, sat, unmet = evaluate(Q)
-    history = [unmet.copy()]
-    age = np.zeros(K, dtype=int)
-    best_q, best_key = Q[0].copy(), (True, np.inf)
-    while True:
-        keys = list(zip(~sat, E))
-        i = min(range(K), key=lambda k: keys[k])
-        if keys[i] < best_key:
-            best_q, best_key = Q[i].copy(), keys[i]
-        if sat.any():
-            return Q[int(np.flatnonzero(sat)[0])].copy(), "every objective within tolerance"
-        if budget.exhausted():
-            return best_q, "budget exhausted"
-        budget.tick()
-        J = problem.jacobian(st) * D
-        lam = (E + damping_bias)[:, None, None] * eye
-        dq = -D * np.linalg.solve(np.swapaxes(J, 1, 2) @ J + lam, (np.swapaxes(J, 1, 2) @ r[..., None]))[..., 0]
+    def _direction(self, Q, J, r, E):
+        D, lo, hi = self.tree.weights, self.tree._clip_lower, self.tree._clip_upper
+        lam = (E + self.damping_bias)[:, None, None] * np.eye(self.tree.n)  # eq. 15, per row
+        Jt = np.swapaxes(J, 1, 2)
+        dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]  # eq. 11-12
         held = ((Q <= lo + 1e-12) & (dq < 0.0)) | ((Q >= hi - 1e-12) & (dq > 0.0))
-        if held.any():
+        if held.any():  # as in run(): hold variables the step pushes against their bound
             J = J * ~held[:, None, :]
-            dq = -D * np.linalg.solve(np.swapaxes(J, 1, 2) @ J + lam, (np.swapaxes(J, 1, 2) @ r[..., None]))[..., 0]
+            Jt = np.swapaxes(J, 1, 2)
+            dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]
             dq[held] = 0.0
-        Q_new, step, accepted = Q.copy(), np.ones(K), np.zeros(K, dtype=bool)
-        first = None
-        for _ in range(backtracks + 1):
+        return dq
+
+    def step(self, Q, ev):
+        """One iteration for every row; returns (Q_new, evaluation of Q_new, rows that descended)."""
+        st, r, E = ev[0], ev[1], ev[2]
+        dq = self._direction(Q, self.problem.jacobian(st) * self.tree.weights, r, E)
+        K = len(Q)
+        Q_new, step, accepted, first = Q.copy(), np.ones(K), np.zeros(K, dtype=bool), None
+        for _ in range(self.backtracks + 1):
             trial = np.flatnonzero(~accepted)
-            Qt = tree.project(Q[trial] + step[trial, None] * dq[trial])
-            ev = evaluate(Qt)
-            if first is None:
-                first = ev
-            ok = ev[2] <= E[trial]
+            Qt = self.tree.project(Q[trial] + step[trial, None] * dq[trial])
+            ev_t = self.evaluate(Qt)
+            first = ev_t if first is None else first
+            ok = ev_t[2] <= E[trial]
             Q_new[trial[ok]] = Qt[ok]
             accepted[trial[ok]] = True
             step[trial[~ok]] *= 0.5
             if accepted.all():
                 break
-        all_first = accepted.all() and step.min() == 1.0  # every search took its full step: reuse that state
+        if accepted.all() and step.min() == 1.0:  # every row took its full step: that state is the new one
+            return Q_new, first, accepted
+        return Q_new, self.evaluate(Q_new), accepted
+
+
+def run_multistart(problem, q, budget, rng=None, starts=8, damping_bias=1e-3, backtracks=4, stall=5, **_):
+    """Several LM searches at once (:class:`BatchLM`): the seed and ``starts - 1`` random feasible
+    configurations. The first search that meets every objective wins; a search that stalls (its unmet error
+    fell by less than 1 % over ``stall`` iterations) or cannot descend is replaced by a new random start.
+    """
+    tree = problem.tree
+    rng = np.random.default_rng(rng)
+    K = int(starts)
+    blm = BatchLM(problem, damping_bias, backtracks)
+    Q = tree.project(np.vstack([q[None], tree.random_configurations(rng, K - 1)]))
+    ev = blm.evaluate(Q)
+    history = [ev[4].copy()]
+    age = np.zeros(K, dtype=int)
+    best_q, best_key = Q[0].copy(), (True, np.inf)
+    while True:
+        sat, E = ev[3], ev[2]
+        i = min(range(K), key=lambda k: (not sat[k], E[k]))
+        if (not sat[i], E[i]) < best_key:
+            best_q, best_key = Q[i].copy(), (not sat[i], E[i])
+        if sat.any():
+            return Q[int(np.flatnonzero(sat)[0])].copy(), "every objective within tolerance"
+        if budget.exhausted():
+            return best_q, "budget exhausted"
+        budget.tick()
+        Q, ev, accepted = blm.step(Q, ev)
         age += 1
-        st, r, E, sat, unmet = first if all_first else evaluate(Q_new)
+        unmet = ev[4]
         history.append(unmet.copy())
-        old = history[-1 - stall] if len(history) > stall else None
-        stuck = ~accepted | ((age > stall) & (old is not None) & (unmet > 0.99 * (old if old is not None else 0)))
-        stuck &= ~sat
-        Q = Q_new
+        old = history[-1 - stall] if len(history) > stall else np.full(K, np.inf)
+        stuck = (~accepted | ((age > stall) & (unmet > 0.99 * old))) & ~ev[3]
         if stuck.any():  # new random starts replace the searches that are going nowhere
             Q[stuck] = tree.random_configurations(rng, int(stuck.sum()))
             age[stuck] = 0
-            st, r, E, sat, unmet = evaluate(Q)
-            history[-1] = unmet.copy()
+            ev = blm.evaluate(Q)
+            history[-1] = ev[4].copy()

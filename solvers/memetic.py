@@ -17,7 +17,6 @@ import numpy as np
 from scipy.optimize import fmin_l_bfgs_b
 
 from . import lm
-from .problem import Budget
 from .tree import BatchState
 
 
@@ -100,15 +99,25 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
                             np.where(np.isfinite(tree._clip_upper), tree._clip_upper, None)))
     iters = int(exploit_iterations or (3 if exploit == "lm" else 10))
 
-    def exploit_one(x):
-        if exploit == "lm":  # a measured alternative (see benchmarks): LM steps on the residuals
-            inner = Budget(max_iterations=iters)
-            inner.deadline = budget.deadline
-            x, _ = lm.run(problem, x, inner)
-            return x
-        x, _, _ = fmin_l_bfgs_b(fit.squared_with_gradient, x, bounds=lbfgs_bounds, maxiter=iters, factr=10.0,
-                                pgtol=1e-14)
-        return tree.project(x)
+    blm = lm.BatchLM(problem) if exploit == "lm" else None
+
+    def exploit_elites(X_elite):
+        """Eq. 22's x' for every elite: L-BFGS-B one elite at a time, or LM on all of them at once."""
+        if blm is not None:  # a measured alternative (see benchmarks): LM iterations on the residuals
+            ev = blm.evaluate(X_elite)
+            for _ in range(iters):
+                if budget.past_deadline():
+                    break
+                X_elite, ev, _ = blm.step(X_elite, ev)
+            return X_elite
+        out = X_elite.copy()
+        for e in range(len(out)):
+            if budget.past_deadline():
+                break  # the time limit also cuts a generation short; the solution is kept
+            x, _, _ = fmin_l_bfgs_b(fit.squared_with_gradient, out[e], bounds=lbfgs_bounds, maxiter=iters,
+                                    factr=10.0, pgtol=1e-14)
+            out[e] = tree.project(x)
+        return out
 
     def initialise(first):
         X = np.vstack([first[None], tree.random_configurations(rng, P - 1)])  # eq. 16
@@ -132,15 +141,13 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
         # Exploitation of the elites (eq. 21-22).
         elite_improved = False
         t_exploit = time.perf_counter()
-        for e in range(E):
-            if budget.past_deadline():
-                break  # the time limit also cuts a generation short; the solution is kept
-            x_new = exploit_one(X[e].copy())
-            phi_new = fit.batch(x_new[None])[0]
-            if phi_new < phi[e]:
-                elite_improved = True
-                G[e] = rng.random(n) * G[e] + (x_new - X[e])
-                X[e], phi[e] = x_new, phi_new
+        X_new = exploit_elites(X[:E].copy())
+        phi_new = fit.batch(X_new)
+        better = phi_new < phi[:E]
+        if better.any():
+            elite_improved = True
+            G[:E][better] = rng.random((int(better.sum()), n)) * G[:E][better] + (X_new - X[:E])[better]
+            X[:E][better], phi[:E][better] = X_new[better], phi_new[better]
         clock["exploitation"] += time.perf_counter() - t_exploit
         # Offspring, in waves (eq. 17, 19, 20, 23).
         t_offspring = time.perf_counter()
