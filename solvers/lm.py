@@ -4,7 +4,8 @@
 import numpy as np
 
 
-def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None, **_):
+def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
+        damping_scale=1.0, **_):
     """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = E_k 1 + w_N 1 (eq. 11-15).
 
     D = diag(1 - stiffness) scales each variable's step (Blender's IK weight). A step that the
@@ -27,14 +28,14 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         if stop:
             return q, stop
         J = problem.jacobian(state) * D
-        H = J.T @ J + (E + damping_bias) * eye  # eq. 12 with eq. 15
+        H = J.T @ J + (damping_scale * E + damping_bias) * eye  # eq. 12 with eq. 15 (lambda = damping_scale, eq. 14)
         dq = -D * np.linalg.solve(H, J.T @ r)  # eq. 11
         # Variables resting on a bound that the step pushes outward are held (their columns removed):
         # otherwise the projection throws that part of the step away and convergence crawls along the limit.
         held = ((q <= lo + 1e-12) & (dq < 0.0)) | ((q >= hi - 1e-12) & (dq > 0.0))
         if held.any():
             J[:, held] = 0.0
-            H = J.T @ J + (E + damping_bias) * eye
+            H = J.T @ J + (damping_scale * E + damping_bias) * eye
             dq = -D * np.linalg.solve(H, J.T @ r)
             dq[held] = 0.0
         step = 1.0
@@ -64,9 +65,9 @@ class BatchLM:
     """The iteration of :func:`run` over a batch of configurations, with FK, Jacobians and the linear
     solves vectorized across the batch (each row is an independent search)."""
 
-    def __init__(self, problem, damping_bias=1e-3, backtracks=4):
+    def __init__(self, problem, damping_bias=1e-3, backtracks=4, damping_scale=1.0):
         self.problem, self.tree = problem, problem.tree
-        self.damping_bias, self.backtracks = damping_bias, backtracks
+        self.damping_bias, self.backtracks, self.damping_scale = damping_bias, backtracks, damping_scale
         self.weights = [o.weight for o in problem.objectives]
 
     def evaluate(self, Q):
@@ -85,7 +86,7 @@ class BatchLM:
 
     def _direction(self, Q, J, r, E):
         D, lo, hi = self.tree.weights, self.tree._clip_lower, self.tree._clip_upper
-        lam = (E + self.damping_bias)[:, None, None] * np.eye(self.tree.n)  # eq. 15, per row
+        lam = (self.damping_scale * E + self.damping_bias)[:, None, None] * np.eye(self.tree.n)  # eq. 14-15, per row
         Jt = np.swapaxes(J, 1, 2)
         dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]  # eq. 11-12
         held = ((Q <= lo + 1e-12) & (dq < 0.0)) | ((Q >= hi - 1e-12) & (dq > 0.0))
@@ -118,7 +119,8 @@ class BatchLM:
         return Q_new, self.evaluate(Q_new), accepted
 
 
-def run_multistart(problem, q, budget, rng=None, starts=8, damping_bias=1e-3, backtracks=4, stall=5, **_):
+def run_multistart(problem, q, budget, rng=None, starts=8, damping_bias=1e-3, backtracks=4, stall=5,
+                   damping_scale=1.0, **_):
     """Several LM searches at once (:class:`BatchLM`): the seed and ``starts - 1`` random feasible
     configurations. The first search that meets every objective wins; a search that stalls (its unmet error
     fell by less than 1 % over ``stall`` iterations) or cannot descend is replaced by a new random start.
@@ -126,7 +128,7 @@ def run_multistart(problem, q, budget, rng=None, starts=8, damping_bias=1e-3, ba
     tree = problem.tree
     rng = np.random.default_rng(rng)
     K = int(starts)
-    blm = BatchLM(problem, damping_bias, backtracks)
+    blm = BatchLM(problem, damping_bias, backtracks, damping_scale)
     Q = tree.project(np.vstack([q[None], tree.random_configurations(rng, K - 1)]))
     ev = blm.evaluate(Q)
     history = [ev[4].copy()]
