@@ -3,3 +3,16 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/helpers.py
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def iiwa():
+    """The KUKA LBR iiwa arm (7 revolute joints) from its URDF."""
+    from helpers import urdf
+
+    from fullbody_ik.solvers import Tree
+
+    return Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")

@@ -3,16 +3,11 @@
 
 import numpy as np
 import pytest
-from helpers import random_tree, urdf
+from helpers import random_tree
 
-from fullbody_ik.solvers import Distance, LookAt, Pose, Position, Tree, solve
+from fullbody_ik.solvers import Distance, LookAt, Pose, Position, solve
 from fullbody_ik.solvers.memetic import Fitness, _extinction, default_elites, default_population
 from fullbody_ik.solvers.problem import Problem
-
-
-@pytest.fixture(scope="module")
-def iiwa():
-    return Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")
 
 
 @pytest.mark.parametrize("exploit", ["lbfgsb", "lm"])

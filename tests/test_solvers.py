@@ -16,11 +16,6 @@ from fullbody_ik.solvers.nullspace import minimize
 LOCAL = ["lm", "projected_gradient", "ncg", "nullspace"]
 
 
-@pytest.fixture(scope="module")
-def iiwa():
-    return Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")
-
-
 @pytest.mark.parametrize("method", ["lm", "nullspace"])
 def test_second_order_methods_reach_full_poses(iiwa, method):
     rng = np.random.default_rng(0)
