@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .rotations import axis_rotation, exp_so3, left_jacobian_so3
+from .rotations import axis_rotation, exp_so3, left_jacobian_so3, log_so3
 
 TWO_PI = 2.0 * np.pi
 
@@ -482,3 +482,60 @@ def build_models(entries):
     for axes, es in swing.items():
         models.append(SwingTwistModel(es, axes))
     return models
+
+
+# ---------------------------------------------------------------------------------------------
+# A bone's pose rotation from its variables and back (the rig bridge writes and reads poses with these)
+
+
+def compute_twist(R):
+    """Blender's ComputeTwist (IK_Math.h): the twist about Y of R = Swing @ Twist, in (-pi, pi]."""
+    return 2.0 * np.arctan2(R[..., 0, 2] - R[..., 2, 0], R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2] + 1.0)
+
+
+def euler_angle_from_matrix(R, axis):
+    """Blender's EulerAngleFromMatrix (IK_Math.h) for a hinge about X (0) or Z (2)."""
+    t = np.sqrt(R[0, 0] ** 2 + R[0, 1] ** 2)
+    if t > 16.0 * 1e-20:
+        return float(-np.arctan2(R[1, 2], R[2, 2]) if axis == 0 else -np.arctan2(R[0, 1], R[0, 0]))
+    return float(-np.arctan2(-R[2, 1], R[1, 1]) if axis == 0 else 0.0)
+
+
+def bone_rotation(joint, values):
+    """The pose rotation (3 x 3, bone-local rest frame) of a BoneJoint from its variables."""
+    axes = bone_free_axes(joint)
+    values = np.asarray(values, dtype=float)
+    if not axes:
+        return np.eye(3)
+    if bone_is_ball(joint):
+        return exp_so3(values)
+    if len(axes) == 1:
+        return axis_rotation(axes[0], values[0])
+    v = dict(zip(axes, values))
+    if axes in ((0, 1), (1, 2)):  # elbow: RotAxis(a) @ RotY(twist)
+        a = 0 if 0 in axes else 2
+        return axis_rotation(a, v[a]) @ axis_rotation(1, v[1])
+    return exp_so3(np.array([v.get(0, 0.0), 0.0, v.get(2, 0.0)])) @ axis_rotation(1, v.get(1, 0.0))
+
+
+def bone_values(joint, R):
+    """The variables of a BoneJoint for a pose rotation R, read the way Blender's IK reads a bone's basis
+    (IK_QSegment::SetBasis: twist by ComputeTwist, the rest as swing or hinge angle)."""
+    axes = bone_free_axes(joint)
+    R = np.asarray(R, dtype=float)
+    if not axes:
+        return np.zeros(0)
+    if bone_is_ball(joint):
+        return log_so3(R)
+    twist = float(compute_twist(R))
+    swing = R @ axis_rotation(1, -twist)  # RemoveTwist
+    if len(axes) == 1:
+        a = axes[0]
+        return np.array([twist if a == 1 else euler_angle_from_matrix(R, a)])
+    if axes in ((0, 1), (1, 2)):
+        a = 0 if 0 in axes else 2
+        v = {a: euler_angle_from_matrix(swing, a), 1: twist}
+        return np.array([v[k] for k in axes])
+    s = log_so3(swing)
+    v = {0: s[0], 1: twist, 2: s[2]}
+    return np.array([v[k] for k in axes])

@@ -319,3 +319,19 @@ def test_free_root_moves_everything():
     W = tree.fk(q)
     assert np.allclose(W["hips"][:3, 3], [1, 2, 3])
     assert np.allclose(W["shin"][:3, 3], [1, 2, 2])
+
+
+@pytest.mark.parametrize("lock", [(False, False, False), (False, True, False), (True, False, False),
+                                  (False, False, True), (True, True, False), (False, True, True), (True, False, True)])
+@pytest.mark.parametrize("limited", [False, True])
+def test_bone_rotation_and_values_round_trip(lock, limited):
+    """bone_values reads back the variables bone_rotation wrote (and FK uses the same rotation)."""
+    from fullbody_ik.solvers.joints import bone_rotation, bone_values
+
+    limits = {"x": (-1.0, 1.2), "y": (-0.8, 0.9), "z": (-1.1, 0.7)} if limited else {}
+    joint = BoneJoint("b", "base", "bone", np.eye(4), lock=lock, limits=limits)
+    tree = Tree([joint])
+    for q in tree.random_configurations(4, 50):
+        R = bone_rotation(joint, q)
+        assert np.allclose(R, tree.fk(q)["bone"][:3, :3], atol=1e-12)
+        assert np.allclose(bone_values(joint, R), q, atol=1e-9)
