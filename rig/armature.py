@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Armature -> solver tree, pose -> configuration, configuration -> pose bones.
+
+Every bone is a link named like the bone; its joint is a :class:`BoneJoint` at the bone's head with
+Blender's IK settings (locks, limits, stiffness), or a :class:`FreeJoint` for root bones when the free root
+is on. The tree's root link is the armature object's space, so link matrices are armature-space pose
+matrices (``pose_bone.matrix``).
+
+Blender's pose, for bones that inherit rotation and scale (the default):
+``pose.matrix = parent.pose.matrix @ parent.rest^-1 @ rest @ matrix_basis`` with
+``matrix_basis = T(location) R S``; the tree's joint origin is ``parent.rest^-1 @ rest @ T(location)`` (the
+pose location is kept; connected bones have none) and its motion is R.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..solvers import BoneJoint, FreeJoint, Tree
+from ..solvers.joints import bone_rotation, bone_values
+from ..solvers.rotations import exp_so3, log_so3
+
+ROOT_LINK = "__armature__"
+
+
+class RigError(ValueError):
+    """An armature the bridge cannot turn into a tree, with the reason in words a user understands."""
+
+
+@dataclass
+class RigMapping:
+    """What ties the tree to the armature: bones in tree order and each bone's variables."""
+
+    armature: str
+    bones: list
+    joints: dict
+    variables: dict  # bone name -> indices into q
+    free_root: frozenset = field(default_factory=frozenset)
+
+
+def _matrices(collection, prop, count):
+    """foreach_get of a 4x4 matrix property -> (count, 4, 4) row-major (Blender stores columns)."""
+    flat = np.zeros(count * 16, dtype=np.float32)
+    collection.foreach_get(prop, flat)
+    return flat.reshape(count, 4, 4).transpose(0, 2, 1).astype(float)
+
+
+def bone_settings(pose_bone):
+    """(lock, limits, stiffness) from a pose bone's IK settings, with Blender's meaning."""
+    lock = (pose_bone.lock_ik_x, pose_bone.lock_ik_y, pose_bone.lock_ik_z)
+    limits = {}
+    for axis in "xyz":
+        if getattr(pose_bone, f"use_ik_limit_{axis}"):
+            limits[axis] = (getattr(pose_bone, f"ik_min_{axis}"), getattr(pose_bone, f"ik_max_{axis}"))
+    stiffness = (pose_bone.ik_stiffness_x, pose_bone.ik_stiffness_y, pose_bone.ik_stiffness_z)
+    return lock, limits, stiffness
+
+
+def check_armature(obj):
+    """Raise RigError for what the bridge cannot represent; returns the armature data."""
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError("select an armature object")
+    arm = obj.data
+    if len(arm.bones) == 0:
+        raise RigError(f"armature {obj.name!r} has no bones")
+    short = [b.name for b in arm.bones if b.length < 1e-6]
+    if short:
+        raise RigError(f"zero-length bones cannot be posed by IK: {', '.join(short[:5])}")
+    scale = np.array(obj.scale)
+    if np.max(np.abs(scale - scale.mean())) > 1e-6 * max(1.0, abs(scale.mean())):
+        raise RigError(f"armature {obj.name!r} is scaled non-uniformly {tuple(round(s, 4) for s in scale)}: "
+                       "apply its scale first (Object > Apply > Scale)")
+    return arm
+
+
+def build_tree(obj, free_root=False):
+    """Armature object -> (solver tree, mapping). Links are the bones, in armature space."""
+    arm = check_armature(obj)
+    bones = list(arm.bones)
+    rest = _matrices(arm.bones, "matrix_local", len(bones))
+    index = {b.name: i for i, b in enumerate(bones)}
+    joints = []
+    free = set()
+    for i, bone in enumerate(bones):
+        pb = obj.pose.bones[bone.name]
+        if bone.parent is None:
+            parent, origin = ROOT_LINK, rest[i].copy()
+        else:
+            parent, origin = bone.parent.name, np.linalg.inv(rest[index[bone.parent.name]]) @ rest[i]
+        if bone.parent is None and free_root:
+            joints.append(FreeJoint(bone.name, parent, bone.name, origin))
+            free.add(bone.name)
+            continue
+        if not bone.use_connect:
+            offset = np.eye(4)
+            offset[:3, 3] = pb.location
+            origin = origin @ offset
+        lock, limits, stiffness = bone_settings(pb)
+        joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness))
+    tree = Tree(joints, root=ROOT_LINK)
+    by_name = {j.name: j for j in joints}
+    mapping = RigMapping(obj.name, [b.name for b in bones], by_name,
+                         {name: tree.joint_vars[name] for name in by_name}, frozenset(free))
+    return tree, mapping
+
+
+def read_pose(obj, tree, mapping):
+    """The configuration of the armature's current pose (rotations read the way Blender's IK reads them)."""
+    basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))
+    order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+    q = np.zeros(tree.n)
+    for name, joint in mapping.joints.items():
+        M = basis[order[name]]
+        R = M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0)  # drop pose scale from the rotation
+        idx = mapping.variables[name]
+        if name in mapping.free_root:
+            q[idx] = np.concatenate([M[:3, 3], log_so3(R)])
+        elif len(idx):
+            q[idx] = bone_values(joint, R)
+    return tree.project(q)
+
+
+def bone_rotations(tree, mapping, q):
+    """{bone: (3x3 rotation, location or None)} of a configuration, in each bone's basis."""
+    out = {}
+    for name, joint in mapping.joints.items():
+        values = q[mapping.variables[name]]
+        if name in mapping.free_root:
+            out[name] = (exp_so3(values[3:]), values[:3])
+        else:
+            out[name] = (bone_rotation(joint, values), None)
+    return out
+
+
+def write_pose(obj, tree, mapping, q):
+    """Set the pose bones to configuration q, each in its own rotation mode, continuous with the current
+    values (no quaternion sign flips, Euler angles compatible with the previous ones)."""
+    from mathutils import Matrix
+
+    for name, (R, location) in bone_rotations(tree, mapping, q).items():
+        pb = obj.pose.bones[name]
+        m = Matrix(R.tolist())
+        mode = pb.rotation_mode
+        if mode == "QUATERNION":
+            quat = m.to_quaternion()
+            if quat.dot(pb.rotation_quaternion) < 0.0:
+                quat.negate()
+            pb.rotation_quaternion = quat
+        elif mode == "AXIS_ANGLE":
+            quat = m.to_quaternion()
+            old = pb.rotation_axis_angle
+            axis, angle = quat.to_axis_angle()
+            if axis.dot(old[1:]) < 0.0:  # the same rotation with the axis on the side of the old one
+                axis, angle = -axis, -angle
+            pb.rotation_axis_angle = (angle, *axis)
+        else:
+            pb.rotation_euler = m.to_euler(mode, pb.rotation_euler)
+        if location is not None:
+            pb.location = location

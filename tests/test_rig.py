@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The rig bridge on real rigs in the real bpy 5.0.1: Rigify's human metarig and a CMU skeleton from BVH."""
+
+import os
+
+import numpy as np
+import pytest
+from helpers import ROOT
+
+bpy = pytest.importorskip("bpy")
+
+from fullbody_ik.rig import RigError, build_tree, read_pose, write_pose  # noqa: E402
+from fullbody_ik.rig.armature import bone_rotations  # noqa: E402
+
+BVH = os.path.join(ROOT, "data", "bvh", "cmu_02_01.bvh")
+
+
+def metarig():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.preferences.addon_enable(module="rigify")  # bundled; its metarig operators come with it
+    bpy.ops.object.armature_human_metarig_add()
+    return bpy.context.object
+
+
+def cmu_skeleton():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.import_anim.bvh(filepath=BVH)
+    return bpy.context.object
+
+
+def pose_matrices(obj):
+    """Blender's evaluated armature-space pose matrices, by bone name."""
+    bpy.context.view_layer.update()
+    return {pb.name: np.array(pb.matrix) for pb in obj.pose.bones}
+
+
+def random_limits(obj, rng):
+    for pb in obj.pose.bones:
+        for axis in "xyz":
+            if rng.random() < 0.5:
+                setattr(pb, f"use_ik_limit_{axis}", True)
+                setattr(pb, f"ik_min_{axis}", -rng.uniform(0.1, 2.5))
+                setattr(pb, f"ik_max_{axis}", rng.uniform(0.1, 2.5))
+            if rng.random() < 0.15:
+                setattr(pb, f"lock_ik_{axis}", True)
+
+
+@pytest.mark.parametrize("make,free_root,limits", [(metarig, False, False), (metarig, True, True),
+                                                   (cmu_skeleton, False, False), (cmu_skeleton, True, True)])
+def test_fk_equals_blenders_evaluated_pose(make, free_root, limits):
+    obj = make()
+    rng = np.random.default_rng(0)
+    if limits:
+        random_limits(obj, rng)
+    tree, mapping = build_tree(obj, free_root=free_root)
+    assert set(mapping.bones) == {b.name for b in obj.data.bones}
+    scale = max(obj.data.bones[0].length, 1.0)
+    for q in tree.random_configurations(rng, 3):
+        write_pose(obj, tree, mapping, q)
+        blender = pose_matrices(obj)
+        ours = tree.fk(q)
+        for name in mapping.bones:
+            assert np.allclose(ours[name], blender[name], atol=1e-5 * scale), name
+        # Reading the pose back gives each bone the same rotation (Blender stores float32), except where
+        # Blender's own swing/twist reading is singular: swing near 180 degrees.
+        back = read_pose(obj, tree, mapping)
+        written, read = bone_rotations(tree, mapping, q), bone_rotations(tree, mapping, back)
+        for name in mapping.bones:
+            R = written[name][0]
+            if 1.0 + R[1, 1] > 0.05:
+                assert np.allclose(read[name][0], R, atol=1e-4), name
+
+
+def test_rotation_modes_are_kept_and_continuous():
+    obj = metarig()
+    modes = ["QUATERNION", "XYZ", "ZXY", "YXZ", "AXIS_ANGLE", "ZYX"]
+    for i, pb in enumerate(obj.pose.bones):
+        pb.rotation_mode = modes[i % len(modes)]
+    tree, mapping = build_tree(obj)
+    rng = np.random.default_rng(1)
+    q = tree.random_configurations(rng, 1)[0] * 0.8
+    previous = None
+    for step in range(10):  # a smooth path: no sign flips or 2 pi jumps between neighbouring frames
+        q_t = tree.project(q + 0.04 * step)
+        write_pose(obj, tree, mapping, q_t)
+        assert [pb.rotation_mode for pb in obj.pose.bones][: len(modes)] == modes
+        now = {pb.name: (np.array(pb.rotation_quaternion), np.array(pb.rotation_euler),
+                         np.array(pb.rotation_axis_angle)) for pb in obj.pose.bones}
+        if previous is not None:
+            for pb in obj.pose.bones:
+                (q0, e0, a0), (q1, e1, a1) = previous[pb.name], now[pb.name]
+                if pb.rotation_mode == "QUATERNION":
+                    assert q0 @ q1 > 0.0, pb.name
+                elif pb.rotation_mode == "AXIS_ANGLE":
+                    assert a0[1:] @ a1[1:] > 0.0, pb.name
+                else:
+                    assert np.max(np.abs(e1 - e0)) < np.pi, pb.name
+        previous = now
+        blender = pose_matrices(obj)
+        ours = tree.fk(q_t)
+        assert all(np.allclose(ours[n], blender[n], atol=1e-5) for n in mapping.bones)
+
+
+def test_bad_armatures_are_refused_clearly():
+    obj = metarig()
+    obj.scale = (1.0, 2.0, 1.0)
+    with pytest.raises(RigError, match="non-uniformly"):
+        build_tree(obj)
+    with pytest.raises(RigError, match="armature"):
+        build_tree(None)
+    bpy.ops.object.empty_add()
+    with pytest.raises(RigError, match="armature"):
+        build_tree(bpy.context.object)
