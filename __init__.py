@@ -9,14 +9,16 @@ __all__ = ["register", "unregister"]
 
 
 def register():
-    from . import operators, panels
+    from . import operators, panels, properties
 
+    properties.register()
     operators.register()
     panels.register()
 
 
 def unregister():
-    from . import operators, panels
+    from . import operators, panels, properties
 
     panels.unregister()
     operators.unregister()
+    properties.unregister()

@@ -2,9 +2,9 @@
 """Blender operators (``bpy.ops.fullbody_ik.*``). Thin: gather from context, call the rig bridge, report."""
 
 from ..registration import register_modules, unregister_modules
+from . import goals, solve
 
-# Operator modules are added here as they land (goals, solve, drag, bake: see the issues).
-_modules = ()
+_modules = (goals, solve)
 
 
 def register():

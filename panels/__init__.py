@@ -2,9 +2,9 @@
 """Sidebar panels of the 3D viewport (the "Full-Body IK" tab)."""
 
 from ..registration import register_modules, unregister_modules
+from . import sidebar
 
-# Panel modules are added here as they land.
-_modules = ()
+_modules = (sidebar,)
 
 
 def register():

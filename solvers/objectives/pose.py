@@ -90,14 +90,14 @@ class Pose(Objective):
 
     def __init__(
         self, link, matrix_4x4, weight=1.0, tolerance=POSITION_TOLERANCE, priority=0,
-        angular_tolerance=ANGULAR_TOLERANCE,
+        angular_tolerance=ANGULAR_TOLERANCE, offset=(0, 0, 0),
     ):
         super().__init__(weight, tolerance, priority)
         T = np.asarray(matrix_4x4, dtype=float)
         if T.shape != (4, 4):
             raise ValueError("Pose target must be a 4x4 matrix")
         self.link = link
-        self.position = Position(link, T[:3, 3], weight, tolerance, priority)
+        self.position = Position(link, T[:3, 3], weight, tolerance, priority, offset=offset)
         self.orientation = Orientation(link, T[:3, :3], weight, angular_tolerance, priority)
         self.angular_tolerance = float(angular_tolerance)
 

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Solve the active armature's goals at the current frame (one undo step; keys when auto-keying is on)."""
+
+import bpy
+
+from ..rig import RigError
+from ..rig.goals import solve_pose
+from .common import armature_problem
+
+ROTATION_PATHS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+
+
+class FULLBODY_IK_OT_solve(bpy.types.Operator):
+    """Solve the goals of the active armature at the current frame"""
+
+    bl_idname = "fullbody_ik.solve"
+    bl_label = "Solve"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.active_object is not None and context.active_object.type == "ARMATURE"
+
+    def execute(self, context):
+        problem = armature_problem(context)
+        if problem:
+            self.report({"ERROR"}, problem)
+            return {"CANCELLED"}
+        obj = context.active_object
+        try:
+            result = solve_pose(obj)
+        except RigError as e:
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
+        if context.scene.tool_settings.use_keyframe_insert_auto:
+            frame = context.scene.frame_current
+            for name in result.moved_bones:
+                pb = obj.pose.bones[name]
+                pb.keyframe_insert(ROTATION_PATHS.get(pb.rotation_mode, "rotation_euler"), frame=frame,
+                                   group=name)
+                if obj.fullbody_ik.settings.free_root and pb.parent is None:
+                    pb.keyframe_insert("location", frame=frame, group=name)
+        worst = max(result.errors) if len(result.errors) else 0.0
+        level = {"INFO"} if result.success else {"WARNING"}
+        self.report(level, f"{'Solved' if result.success else 'Best effort'}: {len(result.moved_bones)} bones, "
+                           f"largest goal error {worst:.2g}, {result.elapsed * 1e3:.1f} ms ({result.message})")
+        return {"FINISHED"}
+
+
+CLASSES = (FULLBODY_IK_OT_solve,)
+
+
+def register():
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+
+
+def unregister():
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

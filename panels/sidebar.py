@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The "Full-Body IK" tab of the 3D viewport's sidebar (Pose Mode): goals, solver settings, Solve, Drag."""
+
+import os
+import shutil
+
+import bpy
+from bl_operators.presets import AddPresetBase
+
+PRESET_SUBDIR = os.path.join("fullbody_ik", "solver")
+BUNDLED_PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "solver")
+
+
+class FULLBODY_IK_UL_goals(bpy.types.UIList):
+    def draw_item(self, context, layout, data, goal, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.prop(goal, "enabled", text="")
+        label = f"{goal.bone or '?'}: {goal.kind.replace('_', ' ').title()}"
+        if goal.target is not None:
+            label += f" → {goal.target.name}" + (f" [{goal.subtarget}]" if goal.subtarget else "")
+        row.label(text=label, icon="BONE_DATA")
+
+
+class FULLBODY_IK_MT_solver_presets(bpy.types.Menu):
+    bl_label = "Solver Presets"
+    preset_subdir = PRESET_SUBDIR
+    preset_operator = "script.execute_preset"
+    draw = bpy.types.Menu.draw_preset
+
+
+class FULLBODY_IK_OT_solver_preset_add(AddPresetBase, bpy.types.Operator):
+    """Save or remove a solver preset"""
+
+    bl_idname = "fullbody_ik.solver_preset_add"
+    bl_label = "Add Solver Preset"
+    preset_menu = "FULLBODY_IK_MT_solver_presets"
+    preset_subdir = PRESET_SUBDIR
+    preset_defines = ["settings = bpy.context.active_object.fullbody_ik.settings"]
+    preset_values = ["settings.method", "settings.time_limit", "settings.population", "settings.elites",
+                     "settings.seed", "settings.free_root"]
+
+
+class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
+    bl_label = "Full-Body IK"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Full-Body IK"
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.active_object
+        return obj is not None and obj.type == "ARMATURE" and context.mode == "POSE"
+
+    def draw(self, context):
+        layout = self.layout
+        props = context.active_object.fullbody_ik
+        row = layout.row()
+        row.template_list("FULLBODY_IK_UL_goals", "", props, "goals", props, "active_goal", rows=4)
+        col = row.column(align=True)
+        col.operator_menu_enum("fullbody_ik.goal_add", "kind", text="", icon="ADD")
+        col.operator("fullbody_ik.goal_remove", text="", icon="REMOVE")
+        col.separator()
+        col.operator("fullbody_ik.goal_move", text="", icon="TRIA_UP").direction = "UP"
+        col.operator("fullbody_ik.goal_move", text="", icon="TRIA_DOWN").direction = "DOWN"
+        if 0 <= props.active_goal < len(props.goals):
+            goal = props.goals[props.active_goal]
+            box = layout.box()
+            box.prop(goal, "kind")
+            box.prop_search(goal, "bone", context.active_object.data, "bones")
+            if goal.kind not in {"DISPLACEMENT", "JOINT_VALUE"}:
+                box.prop(goal, "target")
+                if goal.target is not None and goal.target.type == "ARMATURE":
+                    box.prop_search(goal, "subtarget", goal.target.data, "bones")
+                if goal.target is None:
+                    box.prop(goal, "point")
+                if goal.kind in {"POSITION", "POSE", "DISTANCE"}:
+                    box.prop(goal, "use_tail")
+            if goal.kind == "LOOK_AT":
+                box.prop(goal, "look_at_axis")
+            if goal.kind == "DISTANCE":
+                box.prop(goal, "min_distance")
+            if goal.kind == "JOINT_VALUE":
+                box.prop(goal, "joint_axis")
+                box.prop(goal, "joint_value")
+            row = box.row(align=True)
+            row.prop(goal, "weight")
+            row.prop(goal, "priority")
+            box.prop(goal, "tolerance")
+        s = props.settings
+        box = layout.box()
+        row = box.row(align=True)
+        row.menu("FULLBODY_IK_MT_solver_presets", text=FULLBODY_IK_MT_solver_presets.bl_label)
+        row.operator("fullbody_ik.solver_preset_add", text="", icon="ADD")
+        row.operator("fullbody_ik.solver_preset_add", text="", icon="REMOVE").remove_active = True
+        box.prop(s, "method")
+        box.prop(s, "time_limit")
+        if s.method == "memetic":
+            row = box.row(align=True)
+            row.prop(s, "population")
+            row.prop(s, "elites")
+        row = box.row(align=True)
+        row.prop(s, "seed")
+        row.prop(s, "free_root")
+        row = layout.row(align=True)
+        row.scale_y = 1.4
+        row.operator("fullbody_ik.solve", icon="CON_KINEMATIC")
+
+
+def install_presets():
+    """Copy the bundled presets into the user's preset folder once (Blender lists presets from there)."""
+    target = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", PRESET_SUBDIR), create=True)
+    if not target or not os.path.isdir(BUNDLED_PRESETS):
+        return
+    for name in os.listdir(BUNDLED_PRESETS):
+        if name.endswith(".py") and not os.path.exists(os.path.join(target, name)):
+            shutil.copy2(os.path.join(BUNDLED_PRESETS, name), target)
+
+
+CLASSES = (FULLBODY_IK_UL_goals, FULLBODY_IK_MT_solver_presets, FULLBODY_IK_OT_solver_preset_add,
+           FULLBODY_IK_PT_sidebar)
+
+
+def register():
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    try:
+        install_presets()
+    except OSError as e:  # a read-only user folder must not stop the add-on from working
+        print(f"Full-Body IK: solver presets not installed ({e})")
+
+
+def unregister():
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,9 @@
+import bpy
+settings = bpy.context.active_object.fullbody_ik.settings
+
+settings.method = 'memetic'
+settings.time_limit = 0.1
+settings.population = 0
+settings.elites = 0
+settings.seed = 0
+settings.free_root = True

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Goals and solver settings, kept on the armature object (saved in the .blend): ``object.fullbody_ik``."""
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    FloatVectorProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+GOAL_KINDS = [
+    ("POSITION", "Position", "Bring the bone's head (or tip) to the target's position"),
+    ("ORIENTATION", "Orientation", "Turn the bone to the target's orientation"),
+    ("POSE", "Pose", "Position and orientation of the target"),
+    ("LOOK_AT", "Look At", "Point an axis of the bone at the target"),
+    ("DISTANCE", "Distance", "Keep at least a minimum distance from the target (collision sphere)"),
+    ("DISPLACEMENT", "Displacement", "Stay near the pose the solve starts from"),
+    ("JOINT_VALUE", "Joint Value", "Hold one rotation axis of the bone at a value"),
+]
+METHODS = [
+    ("lm", "Levenberg-Marquardt", "Fast local solver; several starts at once within the time budget"),
+    ("memetic", "Memetic (BioIK)", "Global evolutionary solver with gradient exploitation: many goals, avoids "
+     "local minima"),
+    ("nullspace", "Prioritized", "Higher-priority goals first, lower ones only in what is left"),
+    ("ncg", "Conjugate Gradient", "Projected non-linear conjugate gradient"),
+    ("projected_gradient", "Projected Gradient", "Steepest descent with projected line search"),
+]
+AXES = [("X", "X", ""), ("Y", "Y", ""), ("Z", "Z", ""), ("-X", "-X", ""), ("-Y", "-Y", ""), ("-Z", "-Z", "")]
+
+
+class FBIK_Goal(bpy.types.PropertyGroup):
+    kind: EnumProperty(name="Kind", items=GOAL_KINDS, default="POSITION")
+    bone: StringProperty(name="Bone", description="The bone this goal moves")
+    target: PointerProperty(name="Target", type=bpy.types.Object,
+                            description="Object giving the goal; empty: the fixed point below")
+    subtarget: StringProperty(name="Bone", description="A bone of the target armature")
+    point: FloatVectorProperty(name="Point", size=3, subtype="TRANSLATION",
+                               description="Fixed goal position (world space) when there is no target")
+    use_tail: BoolProperty(name="Tail", default=True, description="Use the bone's tail, not its head")
+    weight: FloatProperty(name="Weight", default=1.0, min=0.0, soft_max=10.0)
+    priority: IntProperty(name="Priority", default=0, description="Higher first (prioritized solver)")
+    enabled: BoolProperty(name="Enabled", default=True)
+    tolerance: FloatProperty(name="Tolerance", default=1e-4, min=0.0, precision=5,
+                             description="Position tolerance (m); angular goals use radians")
+    look_at_axis: EnumProperty(name="Axis", items=AXES, default="Y")
+    min_distance: FloatProperty(name="Minimum Distance", default=0.1, min=0.0, subtype="DISTANCE")
+    joint_axis: EnumProperty(name="Axis", items=AXES[:3], default="X")
+    joint_value: FloatProperty(name="Value", subtype="ANGLE")
+
+
+class FBIK_Settings(bpy.types.PropertyGroup):
+    method: EnumProperty(name="Method", items=METHODS, default="lm")
+    time_limit: FloatProperty(name="Time Budget", default=0.05, min=0.001, soft_max=1.0, unit="TIME_ABSOLUTE",
+                              description="Seconds per solve")
+    population: IntProperty(name="Population", default=0, min=0, soft_max=300,
+                            description="Memetic population (0: automatic from the number of joints)")
+    elites: IntProperty(name="Elites", default=0, min=0, soft_max=10, description="Memetic elites (0: automatic)")
+    seed: IntProperty(name="Seed", default=0, min=0, description="Random seed: the same seed, the same answer")
+    free_root: BoolProperty(name="Free Root", default=False, description="Let the root bone move and turn")
+
+
+class FBIK_Props(bpy.types.PropertyGroup):
+    goals: CollectionProperty(type=FBIK_Goal)
+    active_goal: IntProperty(name="Active Goal", default=0)
+    settings: PointerProperty(type=FBIK_Settings)
+
+
+CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Props)
+
+
+def register():
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    bpy.types.Object.fullbody_ik = PointerProperty(type=FBIK_Props)
+
+
+def unregister():
+    del bpy.types.Object.fullbody_ik
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Goals kept on the armature -> solver objectives in armature space, and one solve of the current frame."""
+
+import numpy as np
+
+from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, solve
+from .armature import RigError, build_tree, read_pose, write_pose
+
+AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
+ANGULAR_KINDS = {"ORIENTATION", "LOOK_AT", "JOINT_VALUE"}
+
+
+def target_matrix(obj, goal):
+    """The goal's target as a 4x4 in the armature's space (scale removed), or a RigError saying why not."""
+    if goal.target is None:
+        world = np.eye(4)
+        world[:3, 3] = goal.point
+    else:
+        world = np.array(goal.target.matrix_world)
+        if goal.subtarget:
+            if goal.target.type != "ARMATURE" or goal.subtarget not in goal.target.pose.bones:
+                raise RigError(f"target bone {goal.subtarget!r} not found in {goal.target.name!r}")
+            world = world @ np.array(goal.target.pose.bones[goal.subtarget].matrix)
+    local = np.linalg.inv(np.array(obj.matrix_world)) @ world
+    if not np.all(np.isfinite(local)):
+        raise RigError("the target's transform is not finite (NaN or infinity)")
+    R = local[:3, :3]
+    norms = np.linalg.norm(R, axis=0)
+    if np.any(norms < 1e-12):
+        raise RigError("the target is scaled to zero")
+    local[:3, :3] = R / norms
+    return local
+
+
+def goal_objectives(obj, goals, tree, mapping, q_start):
+    """Objectives for the enabled goals; a RigError names the first goal that cannot be used."""
+    objectives = []
+    for number, goal in enumerate(goals, start=1):
+        if not goal.enabled:
+            continue
+        where = f"goal {number} ({goal.kind.replace('_', ' ').lower()}"
+        if goal.kind == "DISPLACEMENT":
+            objectives.append(Displacement(q_start, weight=goal.weight, priority=goal.priority))
+            continue
+        if goal.bone not in mapping.joints:
+            raise RigError(f"{where}): bone {goal.bone!r} not found in {obj.name!r} (deleted or renamed?)")
+        bone = obj.data.bones[goal.bone]
+        offset = (0.0, bone.length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
+        tol = goal.tolerance if goal.kind not in ANGULAR_KINDS else max(goal.tolerance, 1e-3)
+        common = dict(weight=goal.weight, priority=goal.priority)
+        if goal.kind == "JOINT_VALUE":
+            name = f"{goal.bone}.{goal.joint_axis.lower()}"
+            if name not in tree.joint_names:
+                raise RigError(f"{where}): the {goal.joint_axis} axis of {goal.bone!r} is locked")
+            objectives.append(JointValue(name, goal.joint_value, tolerance=tol, **common))
+            continue
+        try:
+            T = target_matrix(obj, goal)
+        except RigError as e:
+            raise RigError(f"{where}): {e}") from None
+        if goal.kind == "POSITION":
+            objectives.append(Position(goal.bone, T[:3, 3], offset=offset, tolerance=tol, **common))
+        elif goal.kind == "ORIENTATION":
+            objectives.append(Orientation(goal.bone, T[:3, :3], tolerance=tol, **common))
+        elif goal.kind == "POSE":
+            objectives.append(Pose(goal.bone, T, offset=offset, tolerance=tol, **common))
+        elif goal.kind == "LOOK_AT":
+            objectives.append(LookAt(goal.bone, T[:3, 3], axis=AXIS_VECTORS[goal.look_at_axis], tolerance=tol,
+                                     **common))
+        elif goal.kind == "DISTANCE":
+            objectives.append(Distance(goal.bone, goal.min_distance, point=offset, other_point=T[:3, 3],
+                                       tolerance=tol, **common))
+    if not any(not isinstance(o, Displacement) for o in objectives):
+        raise RigError("no enabled goal: add one for a bone (Add Goal) or enable one")
+    return objectives
+
+
+_CACHE = {}
+
+
+def _fingerprint(obj, free_root):
+    """What the tree depends on: rest pose, pose locations, IK settings, free root."""
+    arm = obj.data
+    rest = np.zeros(len(arm.bones) * 16, dtype=np.float32)
+    arm.bones.foreach_get("matrix_local", rest)
+    loc = np.zeros(len(obj.pose.bones) * 3, dtype=np.float32)
+    obj.pose.bones.foreach_get("location", loc)
+    settings = []
+    for pb in obj.pose.bones:
+        settings.append((pb.name, pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z, pb.use_ik_limit_x, pb.use_ik_limit_y,
+                         pb.use_ik_limit_z, pb.ik_min_x, pb.ik_max_x, pb.ik_min_y, pb.ik_max_y, pb.ik_min_z,
+                         pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z,
+                         obj.data.bones[pb.name].use_connect))
+    return hash((rest.tobytes(), loc.tobytes(), tuple(settings), bool(free_root), tuple(obj.scale)))
+
+
+def cached_tree(obj, free_root=False):
+    """build_tree, rebuilt only when the rest pose, pose locations or IK settings changed."""
+    key = obj.as_pointer()
+    fp = _fingerprint(obj, free_root)
+    hit = _CACHE.get(key)
+    if hit is None or hit[0] != fp:
+        hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root)
+    return hit[1], hit[2]
+
+
+def solve_pose(obj):
+    """Solve the armature's goals from its current pose and write the result into the pose bones.
+
+    Returns the solver's Result. Raises RigError for bad input, before anything is changed."""
+    props = obj.fullbody_ik
+    s = props.settings
+    tree, mapping = cached_tree(obj, s.free_root)
+    q0 = read_pose(obj, tree, mapping)
+    objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
+    options = {}
+    if s.method == "memetic":
+        options = {k: v for k, v in (("population", s.population), ("elites", s.elites)) if v}
+    result = solve(tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed, **options)
+    write_pose(obj, tree, mapping, result.q)
+    result.moved_bones = [name for name in mapping.bones
+                          if np.max(np.abs(result.q[mapping.variables[name]] - q0[mapping.variables[name]]),
+                                    initial=0.0) > 1e-9]
+    return result

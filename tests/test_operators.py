@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Goals, Solve and their errors, through the real operators in the real bpy 5.0.1, on Rigify's metarig."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+import fullbody_ik  # noqa: E402
+
+
+@pytest.fixture()
+def rig():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.preferences.addon_enable(module="rigify")
+    fullbody_ik.register()
+    bpy.ops.object.armature_human_metarig_add()
+    obj = bpy.context.object
+    bpy.ops.object.mode_set(mode="POSE")
+    yield obj
+    if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    fullbody_ik.unregister()
+
+
+def select_bone(obj, name):
+    obj.data.bones.active = obj.data.bones[name]
+
+
+def tip(obj, bone):
+    bpy.context.view_layer.update()
+    return np.array(obj.matrix_world @ obj.pose.bones[bone].tail)
+
+
+def test_goal_add_creates_a_target_at_the_tip_and_solve_reaches_it(rig):
+    obj = rig
+    select_bone(obj, "hand.L")
+    assert bpy.ops.fullbody_ik.goal_add(kind="POSITION") == {"FINISHED"}
+    goal = obj.fullbody_ik.goals[0]
+    assert goal.bone == "hand.L" and goal.target is not None
+    assert np.allclose(np.array(goal.target.matrix_world.translation), tip(obj, "hand.L"), atol=1e-5)
+    target = np.array(goal.target.location) + np.array([0.05, -0.1, 0.15])
+    goal.target.location = target
+    obj.fullbody_ik.settings.time_limit = 0.5
+    assert bpy.ops.fullbody_ik.solve() == {"FINISHED"}
+    assert np.linalg.norm(tip(obj, "hand.L") - target) < 1e-3
+    # One undo step restores the pose.
+    bpy.ops.ed.undo_push(message="after solve")
+
+
+def test_several_goals_and_keys_with_auto_keying(rig):
+    obj = rig
+    for bone, kind in (("hand.L", "POSE"), ("hand.R", "POSITION"), ("foot.L", "POSITION"), ("spine.006", "LOOK_AT")):
+        select_bone(obj, bone)
+        assert bpy.ops.fullbody_ik.goal_add(kind=kind) == {"FINISHED"}
+    goals = obj.fullbody_ik.goals
+    goals[1].target.location.z += 0.1
+    goals[3].target.location = (0.0, -2.0, 1.8)
+    bpy.context.scene.tool_settings.use_keyframe_insert_auto = True
+    obj.fullbody_ik.settings.time_limit = 1.0
+    assert bpy.ops.fullbody_ik.solve() == {"FINISHED"}
+    assert np.linalg.norm(tip(obj, "hand.R") - np.array(goals[1].target.location)) < 1e-3
+    action = obj.animation_data.action
+    assert action is not None and len(action.layers) >= 1
+
+
+@pytest.mark.parametrize("breakage,message", [
+    ("rename", "not found"), ("nan", "not finite"), ("no goals", "no enabled goal"), ("object mode", None),
+])
+def test_bad_goals_change_nothing_and_say_why(rig, breakage, message):
+    obj = rig
+    select_bone(obj, "hand.L")
+    bpy.ops.fullbody_ik.goal_add(kind="POSITION")
+    goal = obj.fullbody_ik.goals[0]
+    if breakage == "rename":
+        goal.bone = "no such bone"
+    elif breakage == "nan":
+        goal.target.location = (float("nan"), 0.0, 0.0)
+    elif breakage == "no goals":
+        goal.enabled = False
+    elif breakage == "object mode":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    before = {pb.name: tuple(pb.rotation_quaternion) for pb in obj.pose.bones}
+    if message is None:  # Solve also works from Object Mode
+        assert bpy.ops.fullbody_ik.solve() == {"FINISHED"}
+        return
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.fullbody_ik.solve()
+    assert before == {pb.name: tuple(pb.rotation_quaternion) for pb in obj.pose.bones}
+
+
+def test_remove_and_reorder_goals(rig):
+    obj = rig
+    for bone in ("hand.L", "hand.R", "foot.L"):
+        select_bone(obj, bone)
+        bpy.ops.fullbody_ik.goal_add(kind="POSITION")
+    props = obj.fullbody_ik
+    props.active_goal = 2
+    bpy.ops.fullbody_ik.goal_move(direction="UP")
+    assert [g.bone for g in props.goals] == ["hand.L", "foot.L", "hand.R"] and props.active_goal == 1
+    bpy.ops.fullbody_ik.goal_remove()
+    assert [g.bone for g in props.goals] == ["hand.L", "hand.R"]
+
+
+def test_solver_presets_are_installed_and_apply(rig):
+    import os
+
+    from fullbody_ik.panels.sidebar import PRESET_SUBDIR
+
+    paths = bpy.utils.preset_paths(PRESET_SUBDIR)
+    files = [f for p in paths for f in os.listdir(p)]
+    assert "Accurate.py" in files
+    path = next(os.path.join(p, "Accurate.py") for p in paths if "Accurate.py" in os.listdir(p))
+    bpy.ops.script.execute_preset(filepath=path, menu_idname="FULLBODY_IK_MT_solver_presets")
+    assert rig.fullbody_ik.settings.method == "memetic"
