@@ -62,7 +62,7 @@ class Objective:
     # -- shared ----------------------------------------------------------------------------------
     def residual(self, state):
         """compute_residual, kept in ``state.cache`` (solvers ask for it several times per state)."""
-        key = (id(self), "residual")
+        key = (self, "residual")  # the object, not id(): a freed objective's id can be reused
         value = state.cache.get(key)
         if value is None:
             value = state.cache[key] = self.compute_residual(state)
