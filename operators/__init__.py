@@ -2,9 +2,9 @@
 """Blender operators (``bpy.ops.fullbody_ik.*``). Thin: gather from context, call the rig bridge, report."""
 
 from ..registration import register_modules, unregister_modules
-from . import goals, solve
+from . import drag, goals, solve
 
-_modules = (goals, solve)
+_modules = (goals, solve, drag)
 
 
 def register():

@@ -104,6 +104,7 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.operator("fullbody_ik.solve", icon="CON_KINEMATIC")
+        row.operator("fullbody_ik.drag", icon="VIEW_PAN")
 
 
 def install_presets():
