@@ -45,6 +45,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     if q0.shape != (tree.n,):
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
     q0 = tree.project(q0)
+    if tree.n == 0:  # nothing can move: the answer is the (empty) configuration, judged as it is
+        return problem.result(q0, method, budget, "the tree has no movable joints")
     run = METHODS[method]
     if method not in ("lm", "projected_gradient", "ncg", "nullspace"):  # global methods: no restarts
         out = run(problem, q0, budget, rng=rng, **options)
