@@ -37,7 +37,7 @@ class FULLBODY_IK_OT_solver_preset_add(AddPresetBase, bpy.types.Operator):
     preset_subdir = PRESET_SUBDIR
     preset_defines = ["settings = bpy.context.active_object.fullbody_ik.settings"]
     preset_values = ["settings.method", "settings.time_limit", "settings.population", "settings.elites",
-                     "settings.seed", "settings.free_root"]
+                     "settings.seed", "settings.free_root", "settings.use_limit_rotation"]
 
 
 class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
@@ -101,6 +101,7 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row = box.row(align=True)
         row.prop(s, "seed")
         row.prop(s, "free_root")
+        box.prop(s, "use_limit_rotation")
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.operator("fullbody_ik.solve", icon="CON_KINEMATIC")

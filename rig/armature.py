@@ -45,13 +45,27 @@ def _matrices(collection, prop, count):
     return flat.reshape(count, 4, 4).transpose(0, 2, 1).astype(float)
 
 
-def bone_settings(pose_bone):
-    """(lock, limits, stiffness) from a pose bone's IK settings, with Blender's meaning."""
+def bone_settings(pose_bone, use_limit_rotation=False):
+    """(lock, limits, stiffness) from a pose bone's IK settings, with Blender's meaning.
+
+    With ``use_limit_rotation``, enabled Limit Rotation constraints in local space also limit their axes
+    (intersected with the IK limits). This is an approximation: the constraint limits Euler angles, the
+    IK limits swing and twist; they agree for rotations about one axis.
+    """
     lock = (pose_bone.lock_ik_x, pose_bone.lock_ik_y, pose_bone.lock_ik_z)
     limits = {}
     for axis in "xyz":
         if getattr(pose_bone, f"use_ik_limit_{axis}"):
             limits[axis] = (getattr(pose_bone, f"ik_min_{axis}"), getattr(pose_bone, f"ik_max_{axis}"))
+    if use_limit_rotation:
+        for c in pose_bone.constraints:
+            if c.type != "LIMIT_ROTATION" or not c.enabled or c.influence <= 0.0 or c.owner_space != "LOCAL":
+                continue
+            for axis in "xyz":
+                if getattr(c, f"use_limit_{axis}"):
+                    lo, hi = getattr(c, f"min_{axis}"), getattr(c, f"max_{axis}")
+                    old = limits.get(axis, (-np.pi, np.pi))
+                    limits[axis] = (max(old[0], lo), min(old[1], hi))
     stiffness = (pose_bone.ik_stiffness_x, pose_bone.ik_stiffness_y, pose_bone.ik_stiffness_z)
     return lock, limits, stiffness
 
@@ -73,7 +87,7 @@ def check_armature(obj):
     return arm
 
 
-def build_tree(obj, free_root=False):
+def build_tree(obj, free_root=False, use_limit_rotation=False):
     """Armature object -> (solver tree, mapping). Links are the bones, in armature space."""
     arm = check_armature(obj)
     bones = list(arm.bones)
@@ -95,7 +109,7 @@ def build_tree(obj, free_root=False):
             offset = np.eye(4)
             offset[:3, 3] = pb.location
             origin = origin @ offset
-        lock, limits, stiffness = bone_settings(pb)
+        lock, limits, stiffness = bone_settings(pb, use_limit_rotation)
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness))
     tree = Tree(joints, root=ROOT_LINK)
     by_name = {j.name: j for j in joints}

@@ -38,7 +38,7 @@ class DragSession:
         self.size = (float(size[0]), float(size[1]))
         props = obj.fullbody_ik
         self.settings = props.settings
-        self.tree, self.mapping = cached_tree(obj, self.settings.free_root)
+        self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation)
         self.start_q = read_pose(obj, self.tree, self.mapping)
         self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
                                      tuple(pb.rotation_axis_angle)) for pb in obj.pose.bones}

@@ -78,7 +78,7 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
 _CACHE = {}
 
 
-def _fingerprint(obj, free_root):
+def _fingerprint(obj, free_root, use_limit_rotation=False):
     """What the tree depends on: rest pose, pose locations, IK settings, free root."""
     arm = obj.data
     rest = np.zeros(len(arm.bones) * 16, dtype=np.float32)
@@ -91,16 +91,21 @@ def _fingerprint(obj, free_root):
                          pb.use_ik_limit_z, pb.ik_min_x, pb.ik_max_x, pb.ik_min_y, pb.ik_max_y, pb.ik_min_z,
                          pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z,
                          obj.data.bones[pb.name].use_connect))
-    return hash((rest.tobytes(), loc.tobytes(), tuple(settings), bool(free_root), tuple(obj.scale)))
+        if use_limit_rotation:
+            settings.append(tuple((c.enabled, c.influence, c.owner_space, c.use_limit_x, c.min_x, c.max_x,
+                                   c.use_limit_y, c.min_y, c.max_y, c.use_limit_z, c.min_z, c.max_z)
+                                  for c in pb.constraints if c.type == "LIMIT_ROTATION"))
+    return hash((rest.tobytes(), loc.tobytes(), tuple(settings), bool(free_root), bool(use_limit_rotation),
+                 tuple(obj.scale)))
 
 
-def cached_tree(obj, free_root=False):
+def cached_tree(obj, free_root=False, use_limit_rotation=False):
     """build_tree, rebuilt only when the rest pose, pose locations or IK settings changed."""
     key = obj.as_pointer()
-    fp = _fingerprint(obj, free_root)
+    fp = _fingerprint(obj, free_root, use_limit_rotation)
     hit = _CACHE.get(key)
     if hit is None or hit[0] != fp:
-        hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root)
+        hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation)
     return hit[1], hit[2]
 
 
@@ -110,7 +115,7 @@ def solve_pose(obj):
     Returns the solver's Result. Raises RigError for bad input, before anything is changed."""
     props = obj.fullbody_ik
     s = props.settings
-    tree, mapping = cached_tree(obj, s.free_root)
+    tree, mapping = cached_tree(obj, s.free_root, s.use_limit_rotation)
     q0 = read_pose(obj, tree, mapping)
     objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
     options = {}

@@ -111,3 +111,55 @@ def test_bad_armatures_are_refused_clearly():
     bpy.ops.object.empty_add()
     with pytest.raises(RigError, match="armature"):
         build_tree(bpy.context.object)
+
+
+def test_blenders_standard_ik_under_limits_stays_feasible_for_our_tree():
+    """Poses that Blender's own IK solver produces under IK limits are inside our tree's feasible set."""
+    from fullbody_ik.solvers.joints import bone_values
+
+    obj = metarig()
+    rng = np.random.default_rng(3)
+    chain = ["upper_arm.L", "forearm.L", "hand.L"]
+    for name in chain:
+        pb = obj.pose.bones[name]
+        for axis in "xyz":
+            setattr(pb, f"use_ik_limit_{axis}", True)
+            setattr(pb, f"ik_min_{axis}", -rng.uniform(0.2, 1.2))
+            setattr(pb, f"ik_max_{axis}", rng.uniform(0.2, 1.2))
+    bpy.ops.object.empty_add(location=(0.9, -0.4, 1.1))
+    goal = bpy.context.object
+    ik = obj.pose.bones["hand.L"].constraints.new("IK")
+    ik.target, ik.chain_count = goal, 3
+    tree, mapping = build_tree(obj)
+    rest = {b.name: np.array(b.matrix_local) for b in obj.data.bones}
+    checked = 0
+    for location in rng.uniform([-0.5, -1.0, 0.3], [1.5, 1.0, 2.0], size=(12, 3)):
+        goal.location = location
+        pose = pose_matrices(obj)
+        for name in chain:
+            bone = obj.data.bones[name]
+            parent = pose[bone.parent.name] @ np.linalg.inv(rest[bone.parent.name]) @ rest[name]
+            R = (np.linalg.inv(parent) @ pose[name])[:3, :3]
+            R /= np.linalg.norm(R, axis=0)
+            values = bone_values(mapping.joints[name], R)
+            q = np.zeros(tree.n)
+            q[mapping.variables[name]] = values
+            projected = tree.project(q)[mapping.variables[name]]
+            assert np.allclose(projected, values, atol=2e-3), (name, values, projected)
+            checked += 1
+    assert checked == 36
+
+
+def test_limit_rotation_constraints_become_limits_when_asked():
+    obj = metarig()
+    pb = obj.pose.bones["forearm.L"]
+    c = pb.constraints.new("LIMIT_ROTATION")
+    c.owner_space = "LOCAL"
+    c.use_limit_x, c.min_x, c.max_x = True, -0.3, 1.1
+    tree, mapping = build_tree(obj)
+    assert "x" not in mapping.joints["forearm.L"].limits
+    tree, mapping = build_tree(obj, use_limit_rotation=True)
+    assert mapping.joints["forearm.L"].limits["x"] == pytest.approx((-0.3, 1.1))
+    pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, -1.0, 0.5  # intersected with the IK limits
+    tree, mapping = build_tree(obj, use_limit_rotation=True)
+    assert mapping.joints["forearm.L"].limits["x"] == pytest.approx((-0.3, 0.5))
