@@ -87,15 +87,34 @@ def check_armature(obj):
     return arm
 
 
-def build_tree(obj, free_root=False, use_limit_rotation=False):
-    """Armature object -> (solver tree, mapping). Links are the bones, in armature space."""
+def chains_to(obj, names):
+    """The given bones and all their ancestors: the only bones that can move them."""
+    keep = set()
+    for name in names:
+        bone = obj.data.bones.get(name)
+        while bone is not None and bone.name not in keep:
+            keep.add(bone.name)
+            bone = bone.parent
+    return keep
+
+
+def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None):
+    """Armature object -> (solver tree, mapping). Links are the bones, in armature space.
+
+    ``bones``: only these bones and their ancestors become links (the rest of the armature follows them in
+    Blender and does not need solving); default: every bone."""
     arm = check_armature(obj)
-    bones = list(arm.bones)
-    rest = _matrices(arm.bones, "matrix_local", len(bones))
-    index = {b.name: i for i, b in enumerate(bones)}
+    all_bones = list(arm.bones)
+    rest = _matrices(arm.bones, "matrix_local", len(all_bones))
+    index = {b.name: i for i, b in enumerate(all_bones)}
+    keep = None if bones is None else chains_to(obj, bones)
+    if keep is not None and not keep:
+        raise RigError("none of the goals' bones is in the armature")
+    bones = [b for b in all_bones if keep is None or b.name in keep]
     joints = []
     free = set()
-    for i, bone in enumerate(bones):
+    for bone in bones:
+        i = index[bone.name]
         pb = obj.pose.bones[bone.name]
         if bone.parent is None:
             parent, origin = ROOT_LINK, rest[i].copy()

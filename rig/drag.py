@@ -10,7 +10,7 @@ import numpy as np
 
 from ..solvers import Position, solve
 from .armature import RigError, read_pose, write_pose
-from .goals import cached_tree, goal_objectives
+from .goals import cached_tree, goal_bones, goal_objectives
 
 
 def to_screen(perspective, size, world):
@@ -38,13 +38,16 @@ class DragSession:
         self.size = (float(size[0]), float(size[1]))
         props = obj.fullbody_ik
         self.settings = props.settings
-        self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation)
-        self.start_q = read_pose(obj, self.tree, self.mapping)
-        self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
-                                     tuple(pb.rotation_axis_angle)) for pb in obj.pose.bones}
         self.goal, self.bone, self.anchor = self._pick(np.asarray(mouse, dtype=float), pick_radius)
         if self.goal is None and self.bone is None:
             raise RigError("nothing to drag here: click near a goal target or a bone")
+        bones = goal_bones(obj)
+        if self.bone is not None:
+            bones = (bones or set()) | {self.bone}
+        self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation, bones)
+        self.start_q = read_pose(obj, self.tree, self.mapping)
+        self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
+                                     tuple(pb.rotation_axis_angle)) for pb in obj.pose.bones}
         self.saved_target = self.saved_matrix = None
         if self.goal is not None:
             t = self.goal.target

@@ -99,13 +99,22 @@ def _fingerprint(obj, free_root, use_limit_rotation=False):
                  tuple(obj.scale)))
 
 
-def cached_tree(obj, free_root=False, use_limit_rotation=False):
-    """build_tree, rebuilt only when the rest pose, pose locations or IK settings changed."""
+def goal_bones(obj):
+    """The bones the enabled goals act on (that exist); None when a goal needs every bone (displacement)."""
+    goals = [g for g in obj.fullbody_ik.goals if g.enabled]
+    names = {g.bone for g in goals if g.kind != "DISPLACEMENT" and g.bone in obj.data.bones}
+    return names or None
+
+
+def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None):
+    """build_tree, rebuilt only when the rest pose, pose locations, IK settings or the goal bones changed."""
     key = obj.as_pointer()
-    fp = _fingerprint(obj, free_root, use_limit_rotation)
+    subset = None if bones is None else frozenset(bones)
+    fp = (_fingerprint(obj, free_root, use_limit_rotation), subset)
     hit = _CACHE.get(key)
     if hit is None or hit[0] != fp:
-        hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation)
+        hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation,
+                                               bones=bones)
     return hit[1], hit[2]
 
 
@@ -115,7 +124,7 @@ def solve_pose(obj):
     Returns the solver's Result. Raises RigError for bad input, before anything is changed."""
     props = obj.fullbody_ik
     s = props.settings
-    tree, mapping = cached_tree(obj, s.free_root, s.use_limit_rotation)
+    tree, mapping = cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj))
     q0 = read_pose(obj, tree, mapping)
     objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
     options = {}

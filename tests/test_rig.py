@@ -163,3 +163,22 @@ def test_limit_rotation_constraints_become_limits_when_asked():
     pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, -1.0, 0.5  # intersected with the IK limits
     tree, mapping = build_tree(obj, use_limit_rotation=True)
     assert mapping.joints["forearm.L"].limits["x"] == pytest.approx((-0.3, 0.5))
+
+
+def test_only_the_chains_to_the_goal_bones_are_solved():
+    obj = metarig()
+    tree, mapping = build_tree(obj, bones={"hand.L", "foot.R"})
+    chain = set()
+    for name in ("hand.L", "foot.R"):
+        bone = obj.data.bones[name]
+        while bone:
+            chain.add(bone.name)
+            bone = bone.parent
+    assert set(mapping.bones) == chain and len(chain) < len(obj.data.bones) / 4
+    q = tree.random_configurations(2, 1)[0]
+    write_pose(obj, tree, mapping, q)
+    blender = pose_matrices(obj)  # the other bones follow in Blender; ours agree on the chains
+    ours = tree.fk(q)
+    assert all(np.allclose(ours[n], blender[n], atol=1e-5) for n in mapping.bones)
+    with pytest.raises(RigError, match="none of the goals"):
+        build_tree(obj, bones={"no such bone"})
