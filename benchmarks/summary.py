@@ -67,6 +67,13 @@ def section():
         parts.append(f"**Table II protocol, human.urdf (36 DOF), {r['targets']} targets per setup, seeds at rest** "
                      f"(`{r['command']}`, {r['machine']['date']}). Curves: `benchmarks/results/table2_curves.png`."
                      "\n\n" + table(rows, ["setup", "method", "success (10 ms)", "mean ms", "success (50 ms)"]))
+    r = load("drag_step")
+    if r:
+        rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %"]
+                for m, d in r["results"].items()]
+        parts.append(f"**Drag step, Rigify human metarig, six goals** (`{r['command']}`, {r['machine']['date']}; "
+                     f"budget {r['budget_ms']:g} ms, aim: median <= 16 ms).\n\n"
+                     + table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met"]))
     r = load("memetic_study")
     if r:
         rows = [[tree, k, f"{v:.3g}"] for tree, ms in r["measures"].items() for k, v in ms.items()]

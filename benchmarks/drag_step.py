@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Drag step on Rigify's human metarig (body bones) with six goals: both hands and feet (poses), the head
+looking at a point, the hips held near their pose; a hand target dragged along a path in the view plane.
+Median time per step (solve + writing the pose), success within the budget, per method.
+
+    python -m fullbody_ik.benchmarks.drag_step [--steps N] [--budget-ms 16]
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from .common import table, write
+
+GOALS = [("hand.L", "POSE"), ("hand.R", "POSE"), ("foot.L", "POSE"), ("foot.R", "POSE"),
+         ("spine.006", "LOOK_AT"), ("spine", "POSITION")]
+
+
+def view(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
+    eye, target = np.asarray(eye, float), np.asarray(target, float)
+    f = (target - eye) / np.linalg.norm(target - eye)
+    r = np.cross(f, [0.0, 0.0, 1.0])
+    r /= np.linalg.norm(r)
+    u = np.cross(r, f)
+    V = np.eye(4)
+    V[0, :3], V[1, :3], V[2, :3] = r, u, -f
+    V[:3, 3] = -V[:3, :3] @ eye
+    t = 1.0 / np.tan(fov / 2)
+    P = np.zeros((4, 4))
+    P[0, 0], P[1, 1] = t / aspect, t
+    P[2, 2], P[2, 3], P[3, 2] = (far + near) / (near - far), 2 * far * near / (near - far), -1.0
+    return P @ V
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--budget-ms", type=float, default=16.0)
+    ap.add_argument("--methods", default="lm,memetic,nullspace")
+    args = ap.parse_args()
+    import bpy
+
+    import fullbody_ik
+    from fullbody_ik.rig.drag import DragSession, to_screen
+
+    rows, out = [], {}
+    for method in args.methods.split(","):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        bpy.ops.preferences.addon_enable(module="rigify")
+        fullbody_ik.register()
+        bpy.ops.object.armature_human_metarig_add()
+        obj = bpy.context.object
+        bpy.ops.object.mode_set(mode="POSE")
+        for bone, kind in GOALS:
+            obj.data.bones.active = obj.data.bones[bone]
+            bpy.ops.fullbody_ik.goal_add(kind=kind)
+        head = obj.fullbody_ik.goals[4]
+        head.target.location = np.array(head.target.location) + np.array([0.0, -2.0, 0.0])
+        s = obj.fullbody_ik.settings
+        s.method, s.time_limit = method, args.budget_ms / 1e3
+        P, size = view((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
+        start = np.array(obj.fullbody_ik.goals[0].target.matrix_world.translation)
+        mouse = to_screen(P, size, start)[:2]
+        session = DragSession(obj, P, size, mouse)
+        times, ok = [], []
+        for k in range(args.steps):  # a loop 60 px wide, 40 px high
+            a = 2 * np.pi * k / args.steps
+            t0 = time.perf_counter()
+            res = session.move(mouse + np.array([60.0 * np.sin(a), 40.0 * (1 - np.cos(a))]))
+            times.append(time.perf_counter() - t0)
+            ok.append(res.success)
+        session.confirm()
+        times, ok = np.array(times) * 1e3, np.array(ok)
+        out[method] = {"median_ms": float(np.median(times)), "p95_ms": float(np.percentile(times, 95)),
+                       "success_rate": float(ok.mean()), "variables": session.tree.n,
+                       "bones_solved": len(session.mapping.bones)}
+        rows.append([method, session.tree.n, f"{np.median(times):.1f}", f"{np.percentile(times, 95):.1f}",
+                     f"{100 * ok.mean():.0f} %"])
+        fullbody_ik.unregister()
+    print(f"Drag step, Rigify human metarig, six goals, {args.steps} steps, budget {args.budget_ms:.0f} ms")
+    print(table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met"]))
+    write("drag_step", {"budget_ms": args.budget_ms, "steps": args.steps, "results": out},
+          f"python -m fullbody_ik.benchmarks.drag_step --steps {args.steps} --budget-ms {args.budget_ms:g}")
+
+
+if __name__ == "__main__":
+    main()
