@@ -129,6 +129,11 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None):
             offset[:3, 3] = pb.location
             origin = origin @ offset
         lock, limits, stiffness = bone_settings(pb, use_limit_rotation)
+        if all(lock):  # fully locked: IK keeps the bone's current rotation (Blender's null segment)
+            basis = np.eye(4)
+            R = np.array(pb.matrix_basis)[:3, :3]
+            basis[:3, :3] = R / np.linalg.norm(R, axis=0)
+            origin = origin @ basis
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness))
     tree = Tree(joints, root=ROOT_LINK)
     by_name = {j.name: j for j in joints}
@@ -171,6 +176,8 @@ def write_pose(obj, tree, mapping, q):
     from mathutils import Matrix
 
     for name, (R, location) in bone_rotations(tree, mapping, q).items():
+        if len(mapping.variables[name]) == 0:
+            continue  # fully locked: its rotation is part of the tree's fixed origin, left as it is
         pb = obj.pose.bones[name]
         m = Matrix(R.tolist())
         mode = pb.rotation_mode

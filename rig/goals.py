@@ -87,6 +87,8 @@ def _fingerprint(obj, free_root, use_limit_rotation=False):
     obj.pose.bones.foreach_get("location", loc)
     settings = []
     for pb in obj.pose.bones:
+        if pb.lock_ik_x and pb.lock_ik_y and pb.lock_ik_z:  # their current rotation is in the tree
+            settings.append(tuple(np.round(np.array(pb.matrix_basis), 9).ravel()))
         settings.append((pb.name, pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z, pb.use_ik_limit_x, pb.use_ik_limit_y,
                          pb.use_ik_limit_z, pb.ik_min_x, pb.ik_max_x, pb.ik_min_y, pb.ik_max_y, pb.ik_min_z,
                          pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z,

@@ -182,3 +182,19 @@ def test_only_the_chains_to_the_goal_bones_are_solved():
     assert all(np.allclose(ours[n], blender[n], atol=1e-5) for n in mapping.bones)
     with pytest.raises(RigError, match="none of the goals"):
         build_tree(obj, bones={"no such bone"})
+
+
+def test_fully_locked_bones_keep_their_current_rotation():
+    obj = metarig()
+    pb = obj.pose.bones["upper_arm.L"]
+    pb.rotation_mode = "XYZ"
+    pb.rotation_euler = (0.3, -0.2, 0.5)
+    pb.lock_ik_x = pb.lock_ik_y = pb.lock_ik_z = True
+    tree, mapping = build_tree(obj)
+    assert len(mapping.variables["upper_arm.L"]) == 0
+    q = tree.random_configurations(5, 1)[0]
+    write_pose(obj, tree, mapping, q)
+    assert tuple(pb.rotation_euler) == pytest.approx((0.3, -0.2, 0.5))
+    blender = pose_matrices(obj)
+    ours = tree.fk(q)
+    assert all(np.allclose(ours[n], blender[n], atol=1e-5) for n in mapping.bones)
