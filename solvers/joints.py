@@ -354,6 +354,42 @@ class SwingTwistModel(_Model):
                 lower[idx] = -np.pi
                 upper[idx] = np.pi
 
+    def _limit_value(self, S, signs):
+        """Per joint: 1 on the swing limit, < 1 inside (ellipse per quadrant, or the one limited range)."""
+        xz = _swing_quaternion_xz(S)
+        x, z = xz[..., 0], xz[..., 1]
+        lim_x = np.where(signs[..., 0] < 0, -self.swing_lo[:, 0], self.swing_hi[:, 0])
+        lim_z = np.where(signs[..., 1] < 0, -self.swing_lo[:, 1], self.swing_hi[:, 1])
+        lim_x, lim_z = np.maximum(lim_x, 1e-9), np.maximum(lim_z, 1e-9)
+        both = self.limited[:, 0] & self.limited[:, 2]
+        ellipse = (x / lim_x) ** 2 + (z / lim_z) ** 2
+        single = np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z)
+        return np.where(both, ellipse, single)
+
+    def tangent_step(self, q, dq):
+        """Remove from a step the part that pushes a swing already on its limit outward (along the limit's
+        normal), so that the clamp does not bend the step into an ascent direction. In place."""
+        if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any():
+            return
+        S, dS = self._swing_vars(q), self._swing_vars(dq)
+        signs = np.sign(_swing_quaternion_xz(S))
+        g = self._limit_value(S, signs)
+        active = (g >= 1.0 - 1e-6) & (self.limited[:, 0] | self.limited[:, 2])
+        if not active.any():
+            return
+        h, grad = 1e-6, np.zeros_like(S)
+        for k in range(2):
+            e = np.zeros(2)
+            e[k] = h
+            grad[..., k] = (self._limit_value(S + e, signs) - self._limit_value(S - e, signs)) / (2 * h)
+        push = np.sum(dS * grad, axis=-1)
+        out = active & (push > 0.0)
+        nn = np.maximum(np.sum(grad * grad, axis=-1), 1e-300)
+        dS = dS - np.where(out, push / nn, 0.0)[..., None] * grad
+        for a, k in ((0, 0), (2, 1)):
+            if a in self.col:
+                dq[..., self.vars[:, self.col[a]]] = dS[..., k]
+
     def coupled(self):
         if self.elbow:
             return np.zeros(0, dtype=int)

@@ -38,6 +38,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
             H = J.T @ J + (damping_scale * E + damping_bias) * eye
             dq = -D * np.linalg.solve(H, J.T @ r)
             dq[held] = 0.0
+        dq = tree.tangent_step(q, dq)  # the same for swings resting on their limit ellipse
         step = 1.0
         for _ in range(backtracks + 1):
             q_new = tree.project(q + step * dq)
@@ -95,7 +96,7 @@ class BatchLM:
             Jt = np.swapaxes(J, 1, 2)
             dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]
             dq[held] = 0.0
-        return dq
+        return self.tree.tangent_step(Q, dq)
 
     def step(self, Q, ev):
         """One iteration for every row; returns (Q_new, evaluation of Q_new, rows that descended)."""

@@ -216,6 +216,14 @@ class Tree:
             m.project(Q)
         return Q[0] if single else Q
 
+    def tangent_step(self, q, dq):
+        """dq without the components that push coupled limits (swing ellipses) outward, for q on them."""
+        dq = np.array(dq, dtype=float)
+        for m in self.models:
+            if hasattr(m, "tangent_step"):
+                m.tangent_step(q, dq)
+        return dq
+
     def is_feasible(self, q, tol=1e-9):
         q = np.asarray(q, dtype=float)
         return bool(np.all(np.isfinite(q)) and np.max(np.abs(self.project(q) - q), initial=0.0) <= tol)

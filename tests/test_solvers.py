@@ -242,3 +242,19 @@ def test_multistart_lm_keeps_limits_on_random_trees(seed):
             Distance(links[-1], 0.2, other_point=rng.normal(size=3))]
     res = solve(tree, objs, rng.normal(size=tree.n), method="lm", max_iterations=15, restarts=True, rng=seed)
     assert np.all(np.isfinite(res.q)) and tree.is_feasible(res.q)
+
+
+def test_tangent_step_keeps_swings_on_their_limit_descending():
+    """A swing resting on its ellipse loses only the outward part of a step; inside, steps are untouched."""
+    from fullbody_ik.solvers import BoneJoint
+
+    tree = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits={"x": (-0.4, 0.6), "z": (-0.5, 0.3)})])
+    inside = np.array([0.1, 0.0, 0.05])
+    dq = np.array([0.3, 0.1, -0.2])
+    assert np.allclose(tree.tangent_step(inside, dq), dq)
+    on = tree.project(np.array([2.0, 0.0, 1.0]))  # clamped onto the ellipse
+    step = tree.tangent_step(on, np.array([1.0, 0.2, 0.5]))
+    # Moving along the trimmed step stays (to first order) on the limit: the clamp barely changes it.
+    trial = on + 1e-4 * step
+    assert np.linalg.norm(tree.project(trial) - trial) < 1e-7
+    assert step[1] == pytest.approx(0.2)  # twist untouched
