@@ -104,7 +104,7 @@ def angle_acceleration(series):
     return float(np.mean(np.abs(np.diff(a, 2, axis=0)))) if len(a) > 2 else 0.0
 
 
-def run_ours(bpy, obj, hips, targets, method, budget):
+def run_ours(bpy, obj, hips, targets, method, budget, starts=1):
     from fullbody_ik.rig import build_tree, read_pose, write_pose
     from fullbody_ik.solvers import Position, solve
 
@@ -122,7 +122,9 @@ def run_ours(bpy, obj, hips, targets, method, budget):
         local_pts = (to_tree @ np.c_[pts, np.ones(len(pts))].T).T[:, :3]
         goals = [Position(e, p) for e, p in zip(EFFECTORS, local_pts)]
         t0 = time.perf_counter()
-        res = solve(tree, goals, q, method=method, time_limit=budget, rng=0)
+        # Tracking: each frame starts from the previous solution, so one search (no random restarts) by default.
+        res = solve(tree, goals, q, method=method, time_limit=budget, rng=0,
+                    **({"restarts": False} if starts == 1 and method == "lm" else {}))
         ms.append((time.perf_counter() - t0) * 1e3)
         q = res.q
         W = tree.fk(q)
