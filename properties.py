@@ -33,11 +33,17 @@ METHODS = [
 AXES = [("X", "X", ""), ("Y", "Y", ""), ("Z", "Z", ""), ("-X", "-X", ""), ("-Y", "-Y", ""), ("-Z", "-Z", "")]
 
 
+def _remember_target(goal, _context):
+    goal.target_name = goal.target.name if goal.target is not None else ""
+
+
 class FBIK_Goal(bpy.types.PropertyGroup):
     kind: EnumProperty(name="Kind", items=GOAL_KINDS, default="POSITION")
     bone: StringProperty(name="Bone", description="The bone this goal moves")
-    target: PointerProperty(name="Target", type=bpy.types.Object,
+    target: PointerProperty(name="Target", type=bpy.types.Object, update=_remember_target,
                             description="Object giving the goal; empty: the fixed point below")
+    target_name: StringProperty(options={"HIDDEN"}, description="The target's name when it was set: a target "
+                                "that is gone without being cleared was deleted")
     subtarget: StringProperty(name="Bone", description="A bone of the target armature")
     point: FloatVectorProperty(name="Point", size=3, subtype="TRANSLATION",
                                description="Fixed goal position (world space) when there is no target")

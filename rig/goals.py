@@ -12,6 +12,8 @@ ANGULAR_KINDS = {"ORIENTATION", "LOOK_AT", "JOINT_VALUE"}
 
 def target_matrix(obj, goal):
     """The goal's target as a 4x4 in the armature's space (scale removed), or a RigError saying why not."""
+    if goal.target is None and getattr(goal, "target_name", ""):
+        raise RigError(f"target object {goal.target_name!r} was deleted: pick a new target or clear it")
     if goal.target is None:
         world = np.eye(4)
         world[:3, 3] = goal.point

@@ -66,6 +66,7 @@ def test_several_goals_and_keys_with_auto_keying(rig):
 
 @pytest.mark.parametrize("breakage,message", [
     ("rename", "not found"), ("nan", "not finite"), ("no goals", "no enabled goal"), ("object mode", None),
+    ("delete target", "was deleted"),
 ])
 def test_bad_goals_change_nothing_and_say_why(rig, breakage, message):
     obj = rig
@@ -80,6 +81,8 @@ def test_bad_goals_change_nothing_and_say_why(rig, breakage, message):
         goal.enabled = False
     elif breakage == "object mode":
         bpy.ops.object.mode_set(mode="OBJECT")
+    elif breakage == "delete target":
+        bpy.data.objects.remove(goal.target)
     before = {pb.name: tuple(pb.rotation_quaternion) for pb in obj.pose.bones}
     if message is None:  # Solve also works from Object Mode
         assert bpy.ops.fullbody_ik.solve() == {"FINISHED"}
