@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.table2
 	$(PY) -m fullbody_ik.benchmarks.memetic_study
 	$(PY) -m fullbody_ik.benchmarks.drag_step
+	$(PY) -m fullbody_ik.benchmarks.tracking
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 

@@ -67,6 +67,17 @@ def section():
         parts.append(f"**Table II protocol, human.urdf (36 DOF), {r['targets']} targets per setup, seeds at rest** "
                      f"(`{r['command']}`, {r['machine']['date']}). Curves: `benchmarks/results/table2_curves.png`."
                      "\n\n" + table(rows, ["setup", "method", "success (10 ms)", "mean ms", "success (50 ms)"]))
+    r = load("tracking")
+    if r:
+        rows = [[clip, solver, f"{d['mean_mm']:.1f}", f"{d['p95_mm']:.1f}", f"{d['max_mm']:.0f}", d["violations"],
+                 f"{d['ms_per_frame']:.1f}", f"{d['acceleration']:.4f}"]
+                for clip, solvers in r["results"].items() for solver, d in solvers.items()]
+        parts.append(f"**Character tracking, CMU clips (paper 003 §6.2 protocol)** (`{r['command']}`, "
+                     f"{r['machine']['date']}; ours: {r['method']}, {r['budget_ms']:g} ms budget, one search per "
+                     "frame from the previous frame; aims: <= 1 mm mean, p95 <= 5 mm, 0 violations, <= 10 ms). "
+                     "Plot: `benchmarks/results/tracking.png`.\n\n"
+                     + table(rows, ["clip", "solver", "mean mm", "p95 mm", "max mm", "violations", "ms/frame",
+                                    "knee/elbow accel (rad/frame^2)"]))
     r = load("drag_step")
     if r:
         rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %"]
