@@ -104,9 +104,9 @@ def angle_acceleration(series):
     return float(np.mean(np.abs(np.diff(a, 2, axis=0)))) if len(a) > 2 else 0.0
 
 
-def run_ours(bpy, obj, hips, targets, method, budget, starts=1):
+def run_ours(bpy, obj, hips, targets, method, budget, starts=1, rest_weight=0.0):
     from fullbody_ik.rig import build_tree, read_pose, write_pose
-    from fullbody_ik.solvers import Position, solve
+    from fullbody_ik.solvers import Displacement, Position, solve
 
     hb = obj.pose.bones["Hips"]
     hb.lock_ik_x = hb.lock_ik_y = hb.lock_ik_z = True
@@ -121,10 +121,13 @@ def run_ours(bpy, obj, hips, targets, method, budget, starts=1):
         to_tree = rest_hips @ np.linalg.inv(np.array(hb.matrix)) @ np.linalg.inv(np.array(obj.matrix_world))
         local_pts = (to_tree @ np.c_[pts, np.ones(len(pts))].T).T[:, :3]
         goals = [Position(e, p) for e, p in zip(EFFECTORS, local_pts)]
+        if rest_weight:  # a preference for the rest pose: keeps redundant chains from drifting into dead ends
+            goals.append(Displacement(np.zeros(tree.n), weight=rest_weight))
         t0 = time.perf_counter()
         # Tracking: each frame starts from the previous solution, so one search (no random restarts) by default.
         res = solve(tree, goals, q, method=method, time_limit=budget, rng=0,
-                    **({"restarts": False} if starts == 1 and method == "lm" else {}))
+                    **({"restarts": False} if starts == 1 and method == "lm" else
+                       {"starts": starts} if method == "lm" else {}))
         ms.append((time.perf_counter() - t0) * 1e3)
         q = res.q
         W = tree.fk(q)
