@@ -13,6 +13,8 @@ from bpy.props import (
     StringProperty,
 )
 
+from .registration import register_classes, unregister_classes
+
 GOAL_KINDS = [
     ("POSITION", "Position", "Bring the bone's head (or tip) to the target's position"),
     ("ORIENTATION", "Orientation", "Turn the bone to the target's orientation"),
@@ -83,12 +85,10 @@ CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Props)
 
 
 def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    register_classes(CLASSES)
     bpy.types.Object.fullbody_ik = PointerProperty(type=FBIK_Props)
 
 
 def unregister():
     del bpy.types.Object.fullbody_ik
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(CLASSES)

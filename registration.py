@@ -10,3 +10,17 @@ def register_modules(modules):
 def unregister_modules(modules):
     for module in reversed(modules):
         module.unregister()
+
+
+def register_classes(classes):
+    import bpy
+
+    for cls in classes:
+        bpy.utils.register_class(cls)
+
+
+def unregister_classes(classes):
+    import bpy
+
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

@@ -17,22 +17,6 @@ GOALS = [("hand.L", "POSE"), ("hand.R", "POSE"), ("foot.L", "POSE"), ("foot.R", 
          ("spine.006", "LOOK_AT"), ("spine", "POSITION")]
 
 
-def view(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
-    eye, target = np.asarray(eye, float), np.asarray(target, float)
-    f = (target - eye) / np.linalg.norm(target - eye)
-    r = np.cross(f, [0.0, 0.0, 1.0])
-    r /= np.linalg.norm(r)
-    u = np.cross(r, f)
-    V = np.eye(4)
-    V[0, :3], V[1, :3], V[2, :3] = r, u, -f
-    V[:3, 3] = -V[:3, :3] @ eye
-    t = 1.0 / np.tan(fov / 2)
-    P = np.zeros((4, 4))
-    P[0, 0], P[1, 1] = t / aspect, t
-    P[2, 2], P[2, 3], P[3, 2] = (far + near) / (near - far), 2 * far * near / (near - far), -1.0
-    return P @ V
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=60)
@@ -42,7 +26,7 @@ def main():
     import bpy
 
     import fullbody_ik
-    from fullbody_ik.rig.drag import DragSession, to_screen
+    from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
 
     rows, out = [], {}
     for method in args.methods.split(","):
@@ -59,7 +43,7 @@ def main():
         head.target.location = np.array(head.target.location) + np.array([0.0, -2.0, 0.0])
         s = obj.fullbody_ik.settings
         s.method, s.time_limit = method, args.budget_ms / 1e3
-        P, size = view((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
+        P, size = look_at_perspective((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
         start = np.array(obj.fullbody_ik.goals[0].target.matrix_world.translation)
         mouse = to_screen(P, size, start)[:2]
         session = DragSession(obj, P, size, mouse)

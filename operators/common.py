@@ -14,3 +14,20 @@ def armature_problem(context, need_pose_mode=False):
     if need_pose_mode and context.mode != "POSE":
         return "switch to Pose Mode"
     return None
+
+
+ROTATION_PATHS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+
+
+def insert_keys(context, obj, bone_names):
+    """Key the rotation (and a free root's location) of these bones at the current frame, when the user has
+    auto-keying on."""
+    if not context.scene.tool_settings.use_keyframe_insert_auto:
+        return
+    frame = context.scene.frame_current
+    free_root = obj.fullbody_ik.settings.free_root
+    for name in bone_names:
+        pb = obj.pose.bones[name]
+        pb.keyframe_insert(ROTATION_PATHS.get(pb.rotation_mode, "rotation_euler"), frame=frame, group=name)
+        if free_root and pb.parent is None:
+            pb.keyframe_insert("location", frame=frame, group=name)

@@ -4,10 +4,11 @@ Left mouse or Enter confirms (one undo step, keys when auto-keying is on); right
 
 import bpy
 
+from ..registration import register_classes, unregister_classes
+
 from ..rig import RigError
 from ..rig.drag import DragSession
-from .common import armature_problem
-from .solve import ROTATION_PATHS
+from .common import armature_problem, insert_keys
 
 
 class FULLBODY_IK_OT_drag(bpy.types.Operator):
@@ -57,11 +58,8 @@ class FULLBODY_IK_OT_drag(bpy.types.Operator):
         return {"RUNNING_MODAL"}
 
     def _key(self, context):
-        if not context.scene.tool_settings.use_keyframe_insert_auto or self.session.last is None:
-            return
-        obj, frame = context.active_object, context.scene.frame_current
-        for pb in obj.pose.bones:
-            pb.keyframe_insert(ROTATION_PATHS.get(pb.rotation_mode, "rotation_euler"), frame=frame, group=pb.name)
+        if self.session.last is not None:
+            insert_keys(context, context.active_object, self.session.mapping.bones)
 
     def _finish(self, context, status, report=None):
         context.area.header_text_set(None)
@@ -75,10 +73,8 @@ CLASSES = (FULLBODY_IK_OT_drag,)
 
 
 def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    register_classes(CLASSES)
 
 
 def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(CLASSES)

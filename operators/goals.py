@@ -5,6 +5,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from ..properties import GOAL_KINDS
+from ..registration import register_classes, unregister_classes
 from .common import armature_problem
 
 
@@ -90,10 +91,8 @@ CLASSES = (FULLBODY_IK_OT_goal_add, FULLBODY_IK_OT_goal_remove, FULLBODY_IK_OT_g
 
 
 def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    register_classes(CLASSES)
 
 
 def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(CLASSES)

@@ -3,11 +3,11 @@
 
 import bpy
 
+from ..registration import register_classes, unregister_classes
+
 from ..rig import RigError
 from ..rig.goals import solve_pose
-from .common import armature_problem
-
-ROTATION_PATHS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+from .common import armature_problem, insert_keys
 
 
 class FULLBODY_IK_OT_solve(bpy.types.Operator):
@@ -32,14 +32,7 @@ class FULLBODY_IK_OT_solve(bpy.types.Operator):
         except RigError as e:
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}
-        if context.scene.tool_settings.use_keyframe_insert_auto:
-            frame = context.scene.frame_current
-            for name in result.moved_bones:
-                pb = obj.pose.bones[name]
-                pb.keyframe_insert(ROTATION_PATHS.get(pb.rotation_mode, "rotation_euler"), frame=frame,
-                                   group=name)
-                if obj.fullbody_ik.settings.free_root and pb.parent is None:
-                    pb.keyframe_insert("location", frame=frame, group=name)
+        insert_keys(context, obj, result.moved_bones)
         worst = max(result.errors) if len(result.errors) else 0.0
         level = {"INFO"} if result.success else {"WARNING"}
         self.report(level, f"{'Solved' if result.success else 'Best effort'}: {len(result.moved_bones)} bones, "
@@ -51,10 +44,8 @@ CLASSES = (FULLBODY_IK_OT_solve,)
 
 
 def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    register_classes(CLASSES)
 
 
 def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(CLASSES)

@@ -7,6 +7,8 @@ import shutil
 import bpy
 from bl_operators.presets import AddPresetBase
 
+from ..registration import register_classes, unregister_classes
+
 PRESET_SUBDIR = os.path.join("fullbody_ik", "solver")
 BUNDLED_PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "solver")
 
@@ -123,8 +125,7 @@ CLASSES = (FULLBODY_IK_UL_goals, FULLBODY_IK_MT_solver_presets, FULLBODY_IK_OT_s
 
 
 def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
+    register_classes(CLASSES)
     try:
         install_presets()
     except OSError as e:  # a read-only user folder must not stop the add-on from working
@@ -132,5 +133,4 @@ def register():
 
 
 def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(CLASSES)

@@ -13,6 +13,23 @@ from .armature import RigError, read_pose, write_pose
 from .goals import cached_tree, goal_bones, goal_objectives
 
 
+def look_at_perspective(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
+    """A 3D-viewport-like perspective matrix (projection @ view) looking from eye at target, Z up."""
+    eye, target = np.asarray(eye, float), np.asarray(target, float)
+    f = (target - eye) / np.linalg.norm(target - eye)
+    r = np.cross(f, [0.0, 0.0, 1.0])
+    r /= np.linalg.norm(r)
+    u = np.cross(r, f)
+    view = np.eye(4)
+    view[0, :3], view[1, :3], view[2, :3] = r, u, -f
+    view[:3, 3] = -view[:3, :3] @ eye
+    t = 1.0 / np.tan(fov / 2)
+    proj = np.zeros((4, 4))
+    proj[0, 0], proj[1, 1] = t / aspect, t
+    proj[2, 2], proj[2, 3], proj[3, 2] = (far + near) / (near - far), 2 * far * near / (near - far), -1.0
+    return proj @ view
+
+
 def to_screen(perspective, size, world):
     """World point -> (pixel x, pixel y, clip depth z/w, w); None behind the viewer."""
     clip = perspective @ np.append(np.asarray(world, dtype=float), 1.0)

@@ -118,34 +118,15 @@ def test_solver_presets_are_installed_and_apply(rig):
     assert rig.fullbody_ik.settings.method == "memetic"
 
 
-def look_at_matrix(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
-    """A perspective view matrix like a 3D viewport's (projection @ view)."""
-    eye, target = np.asarray(eye, float), np.asarray(target, float)
-    f = target - eye
-    f /= np.linalg.norm(f)
-    r = np.cross(f, [0.0, 0.0, 1.0])
-    r /= np.linalg.norm(r)
-    u = np.cross(r, f)
-    view = np.eye(4)
-    view[0, :3], view[1, :3], view[2, :3] = r, u, -f
-    view[:3, 3] = -view[:3, :3] @ eye
-    t = 1.0 / np.tan(fov / 2)
-    proj = np.zeros((4, 4))
-    proj[0, 0], proj[1, 1] = t / aspect, t
-    proj[2, 2], proj[2, 3] = (far + near) / (near - far), 2 * far * near / (near - far)
-    proj[3, 2] = -1.0
-    return proj @ view
-
-
 def test_drag_session_follows_the_mouse_and_cancel_restores_exactly(rig):
-    from fullbody_ik.rig.drag import DragSession, to_screen
+    from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
 
     obj = rig
     select_bone(obj, "hand.L")
     bpy.ops.fullbody_ik.goal_add(kind="POSITION")
     goal = obj.fullbody_ik.goals[0]
     obj.fullbody_ik.settings.time_limit = 0.3
-    P, size = look_at_matrix((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
+    P, size = look_at_perspective((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
     start = np.array(goal.target.matrix_world.translation)
     before = {pb.name: (tuple(pb.rotation_quaternion), tuple(pb.location)) for pb in obj.pose.bones}
     mouse = to_screen(P, size, start)[:2]
@@ -163,11 +144,11 @@ def test_drag_session_follows_the_mouse_and_cancel_restores_exactly(rig):
 
 def test_drag_a_bone_without_a_goal_and_nothing_to_pick(rig):
     from fullbody_ik.rig import RigError
-    from fullbody_ik.rig.drag import DragSession, to_screen
+    from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
 
     obj = rig
     obj.fullbody_ik.settings.time_limit = 0.3
-    P, size = look_at_matrix((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
+    P, size = look_at_perspective((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
     bpy.context.view_layer.update()
     tip_world = tip(obj, "forearm.R")
     mouse = to_screen(P, size, tip_world)[:2]
