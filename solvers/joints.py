@@ -96,12 +96,29 @@ def _swing_from_quaternion_xz(xz):
     return xz * k
 
 
-def swing_clamp(xz, lo, hi, limited):
+def _nearest_on_ellipse(x, z, a, b, iterations=20):
+    """Nearest point of the ellipse (x/a)^2 + (z/b)^2 = 1 to outside points (x, z) in the first quadrant
+    (x, z >= 0): p = (a^2 x / (t + a^2), b^2 z / (t + b^2)) with t >= 0 the root of
+    F(t) = (a x / (t + a^2))^2 + (b z / (t + b^2))^2 - 1: Newton from t = 0 (F > 0 outside; F is convex and
+    decreasing, so the iterates climb monotonically to the root)."""
+    a2, b2 = a * a, b * b
+    t = np.zeros(np.broadcast(x, a).shape)
+    for _ in range(iterations):
+        u, v = a * x / (t + a2), b * z / (t + b2)
+        F = u * u + v * v - 1.0
+        dF = -2.0 * (u * u / (t + a2) + v * v / (t + b2))
+        t = np.maximum(t - F / np.where(dF < 0.0, dF, -1.0), 0.0)
+    return a2 * x / (t + a2), b2 * z / (t + b2)
+
+
+def swing_clamp(xz, lo, hi, limited, nearest=False):
     """Blender's swing limit in quaternion components, vectorized (EllipseClamp of IK_Math.h).
 
     xz (..., m, 2); lo, hi (m, 2) = sin(min/2), sin(max/2); limited (m, 2) bools for (x, z).
-    Both limited: each quadrant is bounded by the ellipse with half-axes from that side's limits,
-    and outside points move radially onto it. One limited: a plain range on that component.
+    Both limited: each quadrant is bounded by the ellipse with half-axes from that side's limits;
+    Blender moves outside points radially onto it, ``nearest`` moves them to the nearest point of it
+    (the same feasible set; the radial move of a long thin ellipse can throw away most of a step, which
+    stalls the solvers). One limited: a plain range on that component.
     """
     x, z = xz[..., 0], xz[..., 1]
     lo_x, lo_z, hi_x, hi_z = lo[:, 0], lo[:, 1], hi[:, 0], hi[:, 1]
@@ -111,7 +128,14 @@ def swing_clamp(xz, lo, hi, limited):
     degenerate = (xlim <= 1e-12) | (zlim <= 1e-12)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = (x / np.where(degenerate, 1.0, xlim)) ** 2 + (z / np.where(degenerate, 1.0, zlim)) ** 2
-        scale = np.where(both & ~degenerate & (rho > 1.0), 1.0 / np.sqrt(rho), 1.0)
+        outside = both & ~degenerate & (rho > 1.0)
+        scale = np.where(outside, 1.0 / np.sqrt(rho), 1.0)
+    if nearest and np.any(outside):
+        safe_a, safe_b = np.where(degenerate, 1.0, xlim), np.where(degenerate, 1.0, zlim)
+        px, pz = _nearest_on_ellipse(np.abs(x), np.abs(z), safe_a, safe_b)
+        x = np.where(outside, np.sign(x) * px, x)
+        z = np.where(outside, np.sign(z) * pz, z)
+        scale = np.ones_like(scale)
     # Then a box on each limited component: the one-axis range, and for both the degenerate quadrant
     # (a zero half-axis) and limits not containing 0, as Blender does.
     x_new = np.where(limited[:, 0], np.clip(x * scale, lo_x, hi_x), x)
@@ -273,6 +297,8 @@ class SwingTwistModel(_Model):
     (one of x/z free together with y) keeps Blender's IK_QElbowSegment: ``RotAxis(a) @ RotY(ty)``.
     """
 
+    nearest = True  # nearest point on the limit ellipse; Tree(..., swing_projection="blender") for Blender's
+
     def __init__(self, entries, free):
         self.free = tuple(free)  # e.g. (0, 1, 2), (0, 2), (0, 1), (2, 1)... in x, y, z order
         self.nvar = len(free)
@@ -409,7 +435,7 @@ class SwingTwistModel(_Model):
         S = self._swing_vars(Q)  # (P, m, 2)
         S = wrap_rotation_vector(S)  # same swing, angle <= pi: Blender's swing quaternion has w >= 0
         xz = _swing_quaternion_xz(S)
-        xz = swing_clamp(xz, self.swing_lo, self.swing_hi, self.limited[:, [0, 2]])
+        xz = swing_clamp(xz, self.swing_lo, self.swing_hi, self.limited[:, [0, 2]], nearest=self.nearest)
         S = _swing_from_quaternion_xz(xz)
         for a, k in ((0, 0), (2, 1)):
             if a in self.col:

@@ -25,7 +25,11 @@ class Tree:
     order; links are in ``link_names`` order (topological: a parent before its children).
     """
 
-    def __init__(self, joints, root=None):
+    def __init__(self, joints, root=None, swing_projection="nearest"):
+        """``swing_projection``: "nearest" (default: the nearest point on a limit ellipse) or "blender"
+        (Blender's radial EllipseClamp). Both keep exactly Blender's feasible set."""
+        if swing_projection not in ("nearest", "blender"):
+            raise ValueError(f"swing_projection must be 'nearest' or 'blender', got {swing_projection!r}")
         joints = list(joints)
         children = defaultdict(list)
         child_of = {}
@@ -84,6 +88,9 @@ class Tree:
         self.var_link = np.array(var_link, dtype=int)
         self.weights = 1.0 - np.array(stiffness, dtype=float)  # Blender: weight = 1 - stiffness
         self.models = build_models(entries)
+        for m in self.models:
+            if hasattr(m, "nearest"):
+                m.nearest = swing_projection == "nearest"
 
         self.lower = np.full(self.n, -np.inf)
         self.upper = np.full(self.n, np.inf)

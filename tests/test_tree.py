@@ -262,7 +262,7 @@ LIMIT_SETS = [
 def test_projection_is_blenders_clamp(limits):
     """Our feasible set and projection are Blender's: clamp any rotation the way intern/iksolver does."""
     origin = transform((0.3, -0.2, 0.5), (0, 1, 0))
-    tree = Tree([BoneJoint("b", "base", "bone", origin, limits=limits)])
+    tree = Tree([BoneJoint("b", "base", "bone", origin, limits=limits)], swing_projection="blender")
     rng = np.random.default_rng(0)
     for _ in range(200):
         # A random rotation, expressed in our variables (swing exponential coordinates and twist).
@@ -335,3 +335,25 @@ def test_bone_rotation_and_values_round_trip(lock, limited):
         R = bone_rotation(joint, q)
         assert np.allclose(R, tree.fk(q)["bone"][:3, :3], atol=1e-12)
         assert np.allclose(bone_values(joint, R), q, atol=1e-9)
+
+
+@pytest.mark.parametrize("limits", LIMIT_SETS)
+def test_nearest_projection_has_blenders_feasible_set(limits):
+    """The solvers' projection (nearest point on the ellipse) lands inside Blender's limits, leaves feasible
+    rotations alone, and is never farther (in swing quaternion components) than Blender's radial clamp."""
+    from fullbody_ik.solvers.joints import _swing_quaternion_xz
+
+    nearest = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)])
+    radial = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)], swing_projection="blender")
+    rng = np.random.default_rng(2)
+    for q in rng.normal(size=(300, 3)) * 1.3:
+        p = nearest.project(q)
+        R = nearest.fk(p)["bone"][:3, :3]
+        if 1.0 + R[1, 1] > 1e-4 and 1.0 + np.trace(R) > 1e-4:
+            assert rotation_difference(blender_clamp(R, limits), R) < 1e-8  # inside Blender's limits
+        assert np.allclose(nearest.project(p), p, atol=1e-10)
+        s0 = _swing_quaternion_xz(nearest.project(q * np.array([1, 0, 1]))[[0, 2]])
+        s1 = _swing_quaternion_xz(radial.project(q * np.array([1, 0, 1]))[[0, 2]])
+        s = _swing_quaternion_xz(np.array([q[0], q[2]]))
+        if np.hypot(q[0], q[2]) < 3.0:  # no wrap to the other side of 180 degrees
+            assert np.linalg.norm(s0 - s) <= np.linalg.norm(s1 - s) + 1e-9
