@@ -392,6 +392,25 @@ class SwingTwistModel(_Model):
         single = np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z)
         return np.where(both, ellipse, single)
 
+    def pushing_out(self, q, dq, held):
+        """Mark (in ``held``, (..., n) bools) the swing variables of joints resting on their limit that the
+        step dq pushes outward: a solver then holds them, as it holds box variables at a bound."""
+        if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any():
+            return
+        S, dS = self._swing_vars(q), self._swing_vars(dq)
+        signs = np.sign(_swing_quaternion_xz(S))
+        g = self._limit_value(S, signs)
+        active = (g >= 1.0 - 1e-6) & (self.limited[:, 0] | self.limited[:, 2])
+        if not active.any():
+            return
+        moved = self._limit_value(S + 1e-6 * dS / np.maximum(np.linalg.norm(dS, axis=-1, keepdims=True), 1e-300),
+                                  signs)
+        out = active & (moved > g)
+        for a in (0, 2):
+            if a in self.col:
+                idx = self.vars[:, self.col[a]]
+                held[..., idx] |= out
+
     def tangent_step(self, q, dq):
         """Remove from a step the part that pushes a swing already on its limit outward (along the limit's
         normal), so that the clamp does not bend the step into an ascent direction. In place."""

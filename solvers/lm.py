@@ -21,7 +21,6 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     r = problem.residual(state)
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
-    lo, hi = tree._clip_lower, tree._clip_upper  # box-bounded variables (coupled swings excluded)
     history = [problem.unmet(state)]
     while True:
         stop = problem.stop(state, budget)
@@ -32,7 +31,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         dq = -D * np.linalg.solve(H, J.T @ r)  # eq. 11
         # Variables resting on a bound that the step pushes outward are held (their columns removed):
         # otherwise the projection throws that part of the step away and convergence crawls along the limit.
-        held = ((q <= lo + 1e-12) & (dq < 0.0)) | ((q >= hi - 1e-12) & (dq > 0.0))
+        held = tree.held(q, dq)  # box bounds and swing ellipses the step pushes against
         if held.any():
             J[:, held] = 0.0
             H = J.T @ J + (damping_scale * E + damping_bias) * eye
@@ -86,11 +85,11 @@ class BatchLM:
         return st, r, 0.5 * np.sum(r * r, axis=-1), sat, unmet
 
     def _direction(self, Q, J, r, E):
-        D, lo, hi = self.tree.weights, self.tree._clip_lower, self.tree._clip_upper
+        D = self.tree.weights
         lam = (self.damping_scale * E + self.damping_bias)[:, None, None] * np.eye(self.tree.n)  # eq. 14-15, per row
         Jt = np.swapaxes(J, 1, 2)
         dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]  # eq. 11-12
-        held = ((Q <= lo + 1e-12) & (dq < 0.0)) | ((Q >= hi - 1e-12) & (dq > 0.0))
+        held = self.tree.held(Q, dq)
         if held.any():  # as in run(): hold variables the step pushes against their bound
             J = J * ~held[:, None, :]
             Jt = np.swapaxes(J, 1, 2)

@@ -223,6 +223,15 @@ class Tree:
             m.project(Q)
         return Q[0] if single else Q
 
+    def held(self, q, dq):
+        """(..., n) bools: variables a step dq would push out of the feasible set from where q rests on it
+        (box bounds, and swings on their limit ellipse): solvers hold them and solve for the rest."""
+        held = ((q <= self._clip_lower + 1e-12) & (dq < 0.0)) | ((q >= self._clip_upper - 1e-12) & (dq > 0.0))
+        for m in self.models:
+            if hasattr(m, "pushing_out"):
+                m.pushing_out(q, dq, held)
+        return held
+
     def tangent_step(self, q, dq):
         """dq without the components that push coupled limits (swing ellipses) outward, for q on them."""
         dq = np.array(dq, dtype=float)
