@@ -297,7 +297,7 @@ class SwingTwistModel(_Model):
     (one of x/z free together with y) keeps Blender's IK_QElbowSegment: ``RotAxis(a) @ RotY(ty)``.
     """
 
-    nearest = True  # nearest point on the limit ellipse; Tree(..., swing_projection="blender") for Blender's
+    nearest = False  # Blender's radial clamp; Tree(..., swing_projection="nearest") for the nearest point
 
     def __init__(self, entries, free):
         self.free = tuple(free)  # e.g. (0, 1, 2), (0, 2), (0, 1), (2, 1)... in x, y, z order
@@ -391,25 +391,6 @@ class SwingTwistModel(_Model):
         ellipse = (x / lim_x) ** 2 + (z / lim_z) ** 2
         single = np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z)
         return np.where(both, ellipse, single)
-
-    def pushing_out(self, q, dq, held):
-        """Mark (in ``held``, (..., n) bools) the swing variables of joints resting on their limit that the
-        step dq pushes outward: a solver then holds them, as it holds box variables at a bound."""
-        if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any():
-            return
-        S, dS = self._swing_vars(q), self._swing_vars(dq)
-        signs = np.sign(_swing_quaternion_xz(S))
-        g = self._limit_value(S, signs)
-        active = (g >= 1.0 - 1e-6) & (self.limited[:, 0] | self.limited[:, 2])
-        if not active.any():
-            return
-        moved = self._limit_value(S + 1e-6 * dS / np.maximum(np.linalg.norm(dS, axis=-1, keepdims=True), 1e-300),
-                                  signs)
-        out = active & (moved > g)
-        for a in (0, 2):
-            if a in self.col:
-                idx = self.vars[:, self.col[a]]
-                held[..., idx] |= out
 
     def tangent_step(self, q, dq):
         """Remove from a step the part that pushes a swing already on its limit outward (along the limit's

@@ -339,12 +339,12 @@ def test_bone_rotation_and_values_round_trip(lock, limited):
 
 @pytest.mark.parametrize("limits", LIMIT_SETS)
 def test_nearest_projection_has_blenders_feasible_set(limits):
-    """The solvers' projection (nearest point on the ellipse) lands inside Blender's limits, leaves feasible
+    """The nearest-point projection (an option) lands inside Blender's limits, leaves feasible
     rotations alone, and is never farther (in swing quaternion components) than Blender's radial clamp."""
     from fullbody_ik.solvers.joints import _swing_quaternion_xz
 
-    nearest = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)])
-    radial = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)], swing_projection="blender")
+    nearest = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)], swing_projection="nearest")
+    radial = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits=limits)])
     rng = np.random.default_rng(2)
     for q in rng.normal(size=(300, 3)) * 1.3:
         p = nearest.project(q)
