@@ -14,7 +14,7 @@ is applied between waves.
 """
 
 import numpy as np
-from scipy.optimize import fmin_l_bfgs_b
+from scipy.optimize import minimize as scipy_minimize
 
 from . import lm
 from .tree import BatchState
@@ -59,6 +59,20 @@ class Fitness:
         return float(wL @ L) / self.k, (2.0 / self.k) * (wL @ G)
 
 
+def _lbfgsb(fun_and_grad, x0, bounds, maxiter, budget):
+    """scipy's L-BFGS-B (eq. 22), stopped at the solve's deadline (the callback raises StopIteration)."""
+    best = [x0]
+
+    def stop_at_deadline(intermediate_result):
+        best[0] = intermediate_result.x
+        if budget.past_deadline():
+            raise StopIteration
+
+    res = scipy_minimize(fun_and_grad, x0, jac=True, method="L-BFGS-B", bounds=bounds, callback=stop_at_deadline,
+                         options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-14})
+    return res.x if res.x is not None else best[0]
+
+
 def _extinction(phi):
     """Eq. 18 for a population sorted by fitness: xi_i = (phi_i + phi_min ((i - 1)/(P - 1) - 1)) / phi_max."""
     P = len(phi)
@@ -97,7 +111,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
     fit = Fitness(problem)
     lbfgs_bounds = list(zip(np.where(np.isfinite(tree._clip_lower), tree._clip_lower, None),
                             np.where(np.isfinite(tree._clip_upper), tree._clip_upper, None)))
-    iters = int(exploit_iterations or (3 if exploit == "lm" else 10))
+    iters = int(exploit_iterations or (3 if exploit == "lm" else 40))
 
     blm = lm.BatchLM(problem) if exploit == "lm" else None
 
@@ -114,9 +128,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
         for e in range(len(out)):
             if budget.past_deadline():
                 break  # the time limit also cuts a generation short; the solution is kept
-            x, _, _ = fmin_l_bfgs_b(fit.squared_with_gradient, out[e], bounds=lbfgs_bounds, maxiter=iters,
-                                    factr=10.0, pgtol=1e-14)
-            out[e] = tree.project(x)
+            out[e] = tree.project(_lbfgsb(fit.squared_with_gradient, out[e], lbfgs_bounds, iters, budget))
         return out
 
     def initialise(first):
