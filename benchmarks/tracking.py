@@ -20,6 +20,11 @@ import time
 
 import numpy as np
 
+from fullbody_ik.rig import build_tree, read_pose, write_pose
+from fullbody_ik.rig.armature import bone_rotations
+from fullbody_ik.solvers import BoneJoint, Displacement, Position, solve
+from fullbody_ik.solvers.joints import bone_values
+
 from .common import RESULTS, ROOT, table, write
 
 CMU_UNIT = 0.0254 / 0.45  # metres per CMU length unit
@@ -51,9 +56,6 @@ def record(bpy, obj, frames):
 
 def derive_limits(obj, local, bones):
     """IK limits covering every rotation the clip gives these bones, in Blender's swing/twist parameters."""
-    from fullbody_ik.solvers import BoneJoint
-    from fullbody_ik.solvers.joints import bone_values
-
     probe = BoneJoint("b", "p", "c", np.eye(4), limits={"x": (-1, 1), "y": (-1, 1), "z": (-1, 1)})
     for name in bones:
         vals = np.array([bone_values(probe, frame[name]) for frame in local])  # (sx, twist, sz)
@@ -85,8 +87,6 @@ def chain_bones(obj):
 
 def violations(tree, mapping, locals_):
     """How many bone rotations fall outside the limits (our projection is Blender's clamp, tested)."""
-    from fullbody_ik.solvers.joints import bone_values
-
     count = 0
     for name, R in locals_.items():
         if name not in mapping.joints or not len(mapping.variables[name]):
@@ -105,9 +105,6 @@ def angle_acceleration(series):
 
 
 def run_ours(bpy, obj, hips, targets, method, budget, starts=1, rest_weight=0.0):
-    from fullbody_ik.rig import build_tree, read_pose, write_pose
-    from fullbody_ik.solvers import Displacement, Position, solve
-
     hb = obj.pose.bones["Hips"]
     hb.lock_ik_x = hb.lock_ik_y = hb.lock_ik_z = True
     tree, mapping = build_tree(obj, bones=list(EFFECTORS))  # hips at rest, locked: the tree's base
@@ -132,13 +129,8 @@ def run_ours(bpy, obj, hips, targets, method, budget, starts=1, rest_weight=0.0)
         q = res.q
         W = tree.fk(q)
         errors.append([np.linalg.norm(W[e][:3, 3] - p) for e, p in zip(EFFECTORS, local_pts)])
-        rots = {}
-        for name in mapping.bones:
-            idx = mapping.variables[name]
-            if len(idx):
-                from fullbody_ik.solvers.joints import bone_rotation
-
-                rots[name] = bone_rotation(mapping.joints[name], q[idx])
+        rots = {name: R for name, (R, _) in bone_rotations(tree, mapping, q).items()
+                if len(mapping.variables[name])}
         viol += violations(tree, mapping, rots)
         series.append({j: rots[j] for j in SMOOTH_JOINTS})
     write_pose(obj, tree, mapping, q)
@@ -147,8 +139,6 @@ def run_ours(bpy, obj, hips, targets, method, budget, starts=1, rest_weight=0.0)
 
 def run_blender(bpy, obj, hips, targets, solver):
     """Blender's IK constraints (Standard = LEGACY, or ITASC) on the same chains, same frames."""
-    from fullbody_ik.rig import build_tree
-
     obj.pose.ik_solver = solver
     empties = []
     for effector, bone in EFFECTORS.items():

@@ -68,7 +68,6 @@ class BatchLM:
     def __init__(self, problem, damping_bias=1e-3, backtracks=4, damping_scale=1.0):
         self.problem, self.tree = problem, problem.tree
         self.damping_bias, self.backtracks, self.damping_scale = damping_bias, backtracks, damping_scale
-        self.weights = [o.weight for o in problem.objectives]
 
     def evaluate(self, Q):
         """(state, residuals (K, m), E (K,), all met (K,), unmet error (K,)) of the rows of Q."""
@@ -76,12 +75,7 @@ class BatchLM:
 
         st = BatchState(self.tree, Q)
         r = self.problem.residual(st)
-        sat = np.ones(len(Q), dtype=bool)
-        unmet = np.zeros(len(Q))
-        for o, w in zip(self.problem.objectives, self.weights):
-            ok = np.asarray(o.satisfied(st))
-            sat &= ok
-            unmet += np.where(ok, 0.0, 0.5 * w * np.sum(o.residual(st) ** 2, axis=-1))
+        sat, unmet = self.problem.progress(st)
         return st, r, 0.5 * np.sum(r * r, axis=-1), sat, unmet
 
     def _direction(self, Q, J, r, E):

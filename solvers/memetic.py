@@ -13,6 +13,8 @@ mating pool as it goes; here children are bred in a few *waves* (one batched eva
 is applied between waves.
 """
 
+import time
+
 import numpy as np
 from scipy.optimize import minimize as scipy_minimize
 
@@ -95,9 +97,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
 
     ``timings``: a dict that receives the seconds spent in exploitation and in breeding/evaluating offspring.
     """
-    import time
-
-    clock = {"exploitation": 0.0, "offspring": 0.0} if timings is None else timings
+    clock = {} if timings is None else timings
     clock.setdefault("exploitation", 0.0)
     clock.setdefault("offspring", 0.0)
     tree = problem.tree

@@ -100,10 +100,20 @@ class Problem:
     def satisfied(self, state):
         return all(bool(o.satisfied(state)) for o in self.objectives)
 
+    def progress(self, state):
+        """(every objective met, sum w |r|^2 / 2 over the objectives not yet met), for one state (bool, float)
+        or a batch ((P,) arrays): what is left to do."""
+        met = np.ones(np.shape(state.q)[:-1], dtype=bool)
+        unmet = np.zeros(np.shape(state.q)[:-1])
+        for o in self.objectives:
+            ok = np.asarray(o.satisfied(state))
+            met = met & ok
+            unmet = unmet + np.where(ok, 0.0, 0.5 * o.weight * np.sum(o.residual(state) ** 2, axis=-1))
+        return met, unmet
+
     def unmet(self, state):
-        """sum w |r|^2 / 2 over the objectives not yet within tolerance (what is left to do)."""
-        return sum(0.5 * o.weight * float(np.sum(o.residual(state) ** 2))
-                   for o in self.objectives if not o.satisfied(state))
+        """sum w |r|^2 / 2 over the objectives not yet within tolerance (one state)."""
+        return float(self.progress(state)[1])
 
     def stop(self, state, budget):
         """The loop head every local method shares: a reason to stop, or None (one more iteration counted)."""
