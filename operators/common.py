@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Checks every operator makes before touching an armature, with messages a user can act on."""
 
+from ..rig.armature import rotation_path
+
 
 def armature_problem(context, need_pose_mode=False):
     """None when the active object is an armature we may edit, else the reason in words."""
@@ -16,9 +18,6 @@ def armature_problem(context, need_pose_mode=False):
     return None
 
 
-ROTATION_PATHS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
-
-
 def insert_keys(context, obj, bone_names):
     """Key the rotation (and a free root's location) of these bones at the current frame, when the user has
     auto-keying on."""
@@ -28,6 +27,6 @@ def insert_keys(context, obj, bone_names):
     free_root = obj.fullbody_ik.settings.free_root
     for name in bone_names:
         pb = obj.pose.bones[name]
-        pb.keyframe_insert(ROTATION_PATHS.get(pb.rotation_mode, "rotation_euler"), frame=frame, group=name)
+        pb.keyframe_insert(rotation_path(pb), frame=frame, group=name)
         if free_root and pb.parent is None:
             pb.keyframe_insert("location", frame=frame, group=name)

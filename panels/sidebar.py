@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The "Full-Body IK" tab of the 3D viewport's sidebar (Pose Mode): goals, solver settings, Solve, Drag."""
+"""The "Full-Body IK" tab of the 3D viewport's sidebar (Pose Mode): goals, solver settings, Solve, Drag, Bake."""
 
 import os
 import shutil
@@ -108,6 +108,8 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row.scale_y = 1.4
         row.operator("fullbody_ik.solve", icon="CON_KINEMATIC")
         row.operator("fullbody_ik.drag", icon="VIEW_PAN")
+        row = layout.row(align=True)
+        row.operator("fullbody_ik.bake", icon="ACTION")
 
 
 def install_presets():

@@ -170,30 +170,55 @@ def bone_rotations(tree, mapping, q):
     return out
 
 
+def rotation_channel(mode, R, previous):
+    """A 3x3 rotation as the values of a bone's rotation property in ``mode``, continuous with ``previous``
+    (same quaternion hemisphere, axis on the same side, Euler angles compatible)."""
+    from mathutils import Euler, Matrix, Quaternion
+
+    m = Matrix(R.tolist())
+    if mode == "QUATERNION":
+        quat = m.to_quaternion()
+        if quat.dot(Quaternion(previous)) < 0.0:
+            quat.negate()
+        return tuple(quat)
+    if mode == "AXIS_ANGLE":
+        axis, angle = m.to_quaternion().to_axis_angle()
+        if axis.dot(previous[1:]) < 0.0:  # the same rotation with the axis on the side of the old one
+            axis, angle = -axis, -angle
+        return (angle, *axis)
+    return tuple(m.to_euler(mode, Euler(previous, mode)))
+
+
+ROTATION_PATHS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+
+
+def rotation_path(pose_bone):
+    """The name of the property holding a pose bone's rotation in its own rotation mode."""
+    return ROTATION_PATHS.get(pose_bone.rotation_mode, "rotation_euler")
+
+
+def limit_violations(tree, mapping, q, tol=1e-3):
+    """How many bones of configuration q, read back from their rotations the way Blender's IK reads them,
+    fall outside their limits by more than ``tol`` (our projection is Blender's clamp, tested)."""
+    count = 0
+    for name, (R, _) in bone_rotations(tree, mapping, q).items():
+        idx = mapping.variables[name]
+        if name in mapping.free_root or not len(idx):
+            continue
+        values = np.zeros(tree.n)
+        values[idx] = bone_values(mapping.joints[name], R)
+        count += int(np.max(np.abs(tree.project(values)[idx] - values[idx])) > tol)
+    return count
+
+
 def write_pose(obj, tree, mapping, q):
     """Set the pose bones to configuration q, each in its own rotation mode, continuous with the current
     values (no quaternion sign flips, Euler angles compatible with the previous ones)."""
-    from mathutils import Matrix
-
     for name, (R, location) in bone_rotations(tree, mapping, q).items():
         if len(mapping.variables[name]) == 0:
             continue  # fully locked: its rotation is part of the tree's fixed origin, left as it is
         pb = obj.pose.bones[name]
-        m = Matrix(R.tolist())
-        mode = pb.rotation_mode
-        if mode == "QUATERNION":
-            quat = m.to_quaternion()
-            if quat.dot(pb.rotation_quaternion) < 0.0:
-                quat.negate()
-            pb.rotation_quaternion = quat
-        elif mode == "AXIS_ANGLE":
-            quat = m.to_quaternion()
-            old = pb.rotation_axis_angle
-            axis, angle = quat.to_axis_angle()
-            if axis.dot(old[1:]) < 0.0:  # the same rotation with the axis on the side of the old one
-                axis, angle = -axis, -angle
-            pb.rotation_axis_angle = (angle, *axis)
-        else:
-            pb.rotation_euler = m.to_euler(mode, pb.rotation_euler)
+        path = rotation_path(pb)
+        setattr(pb, path, rotation_channel(pb.rotation_mode, R, tuple(getattr(pb, path))))
         if location is not None:
             pb.location = location

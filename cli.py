@@ -1,0 +1,320 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The command line, for batch jobs on render nodes.
+
+Inside Blender (registered with ``bpy.utils.register_cli_command`` when the extension is enabled)::
+
+    blender -b scene.blend -c fullbody_ik bake --armature NAME --frames 1-250 --output out.blend
+
+With the pip ``bpy`` module, the same arguments and the file first::
+
+    python -m fullbody_ik bake scene.blend --armature NAME --frames 1-250 --output out.blend
+    python -m fullbody_ik batch bake --jobs 2 a.blend b.blend --output-dir baked/
+
+Exit codes: 0 success, 1 failure, 2 bad arguments. ``--json`` prints one machine-readable JSON document on
+standard output (everything else goes to standard error). A failed bake writes nothing.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+METHODS = ("lm", "memetic", "nullspace", "projected_gradient", "ncg")
+
+
+class UsageError(Exception):
+    """Bad arguments: exit code 2."""
+
+
+class Failure(Exception):
+    """The job cannot be done with this input: exit code 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # raise instead of exiting: Blender's command handler returns the code
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _bake_options(p):
+    p.add_argument("--armature", help="armature object to bake (default: the only one with enabled goals)")
+    p.add_argument("--action", help="action to bake over (default: the armature's current action)")
+    p.add_argument("--frames", help="frame range FIRST-LAST (default: the scene's frame range)")
+    p.add_argument("--step", type=int, default=1, help="bake every n-th frame (default 1)")
+    p.add_argument("--replace", action="store_true",
+                   help="write into the current action (a backup copy is kept) instead of a new action")
+    p.add_argument("--thin", type=float, default=0.0, metavar="TOL",
+                   help="drop keys the curve reproduces within TOL (default 0: key every frame)")
+    p.add_argument("--continuity", type=float, default=1e-4, metavar="W",
+                   help="weight of staying near the previous frame's pose (default 1e-4)")
+    p.add_argument("--method", choices=METHODS, help="solver (default: the armature's settings)")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame (default: the armature's)")
+    p.add_argument("--report", metavar="PATH.png", help="save a plot of the bake report")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
+
+
+def parser(inside_blender=False):
+    prog = "blender -b FILE.blend -c fullbody_ik" if inside_blender else "python -m fullbody_ik"
+    p = _Parser(prog=prog, description="Full-Body IK batch jobs")
+    sub = p.add_subparsers(dest="command", required=True)
+    bake = sub.add_parser("bake", help="bake the goals of an armature over a frame range into keyframes")
+    bake.add_argument("file", nargs="?" if inside_blender else None,
+                      help="the .blend file" + (" (default: the one Blender opened)" if inside_blender else ""))
+    bake.add_argument("--output", "-o", help="where to save the result (default: FILE_baked.blend beside FILE)")
+    _bake_options(bake)
+    batch = sub.add_parser("batch", help="run a command on many files in parallel")
+    batch_sub = batch.add_subparsers(dest="batch_command", required=True)
+    bb = batch_sub.add_parser("bake", help="bake every file, in parallel processes")
+    bb.add_argument("files", nargs="+", help=".blend files")
+    bb.add_argument("--jobs", "-j", type=int, default=1, help="files baked at once (default 1)")
+    bb.add_argument("--output-dir", help="where results go (default: beside each file, as NAME_baked.blend)")
+    _bake_options(bb)
+    return p
+
+
+def parse_frames(text):
+    """'1-250' or '7' -> (first, last); UsageError for anything else, or an inverted or empty range."""
+    try:
+        if text.count("-") == 1 and not text.startswith("-"):
+            a, b = text.split("-")
+        else:
+            a = b = text
+        first, last = int(a), int(b)
+    except ValueError:
+        raise UsageError(f"--frames expects FIRST-LAST (like 1-250), got {text!r}") from None
+    if last < first:
+        raise UsageError(f"--frames {text}: inverted range (the last frame comes before the first)")
+    return first, last
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Blender prints file loading and saving on standard output (from C): keep it for our JSON alone."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def default_output(path, output_dir=None):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_baked.blend")
+
+
+def _find_armature(bpy, name):
+    arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
+    if name:
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.type != "ARMATURE":
+            listed = ", ".join(repr(o.name) for o in arms) or "none"
+            raise Failure(f"no armature named {name!r} in the file (armatures: {listed})")
+        return obj
+    with_goals = [o for o in arms if any(g.enabled for g in o.fullbody_ik.goals)]
+    if len(with_goals) == 1:
+        return with_goals[0]
+    if not with_goals:
+        raise Failure("no armature in the file has enabled Full-Body IK goals: add goals or pass --armature")
+    raise Failure("several armatures have goals, pass --armature (one of "
+                  f"{', '.join(repr(o.name) for o in with_goals)})")
+
+
+def _use_action(obj, name):
+    import bpy
+    from bpy_extras import anim_utils
+
+    action = bpy.data.actions.get(name)
+    if action is None:
+        listed = ", ".join(repr(a.name) for a in bpy.data.actions) or "none"
+        raise Failure(f"no action named {name!r} in the file (actions: {listed})")
+    if action.library is not None:
+        raise Failure(f"action {name!r} is linked from {action.library.filepath!r} (read-only): make it local first")
+    ad = obj.animation_data or obj.animation_data_create()
+    ad.action = action
+    if ad.action_slot is None:
+        slot = anim_utils.action_get_first_suitable_slot(action, "OBJECT")
+        ad.action_slot = slot or action.slots.new(id_type="OBJECT", name=obj.name)
+
+
+def run_bake(args, inside_blender=False):
+    """One bake; returns the JSON-able result. Raises UsageError or Failure."""
+    import bpy
+
+    from .rig import RigError
+    from .rig.bake import BakeOptions, Baker
+
+    frames = parse_frames(args.frames) if args.frames else None
+    if args.step < 1:
+        raise UsageError(f"--step must be 1 or more, got {args.step}")
+    if args.file:
+        if not os.path.isfile(args.file):
+            raise UsageError(f"no such file: {args.file}")
+        with _stdout_to_stderr():
+            try:
+                bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.file), load_ui=False)
+            except RuntimeError as e:
+                raise Failure(f"cannot open {args.file}: {str(e).strip()}") from None
+        source = args.file
+    else:
+        source = bpy.data.filepath
+        if not source and not args.output:
+            raise UsageError("no .blend file loaded: give one, or --output")
+    output = args.output or default_output(source)
+    obj = _find_armature(bpy, args.armature)
+    scene = bpy.context.scene
+    if obj.name not in scene.objects:
+        raise Failure(f"armature {obj.name!r} is not in the scene {scene.name!r}")
+    if args.action:
+        _use_action(obj, args.action)
+    first, last = frames or (scene.frame_start, scene.frame_end)
+    options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
+                          args.time_limit or 0.0)
+    last_shown = [-1]
+
+    def progress(p):
+        tenth = int(p * 10)
+        if tenth != last_shown[0]:
+            last_shown[0] = tenth
+            log(f"  baking {obj.name}: {int(p * 100)} %")
+
+    try:
+        report = Baker(scene, obj, options).run(progress=progress)
+    except RigError as e:
+        raise Failure(str(e)) from None
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    with _stdout_to_stderr():
+        bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(output), copy=True)
+    result = {"file": source, "output": output, "report": report.to_dict()}
+    if args.report:
+        os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
+        report.plot(args.report)
+        result["report_png"] = args.report
+    log(report.text())
+    log(f"saved {output}" + (f", plot {args.report}" if args.report else ""))
+    return result
+
+
+def _worker_command(file, args, output):
+    """A child process baking one file: Blender itself when we run inside it, else this Python."""
+    import bpy
+
+    binary = getattr(bpy.app, "binary_path", "")
+    if binary and os.path.basename(binary).lower().startswith("blender"):
+        cmd = [binary, "-b", file, "--factory-startup", "-c", "fullbody_ik", "bake"]
+    else:
+        cmd = [sys.executable, "-m", "fullbody_ik", "bake", file]
+    cmd += ["--output", output, "--json", "--step", str(args.step), "--thin", repr(args.thin),
+            "--continuity", repr(args.continuity)]
+    for flag, value in (("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
+                        ("--method", args.method), ("--time-limit", args.time_limit)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    if args.replace:
+        cmd.append("--replace")
+    return cmd
+
+
+def run_batch(args):
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be 1 or more, got {args.jobs}")
+    if args.report:
+        raise UsageError("--report is per file: use bake, or read each file's JSON report")
+    if args.frames:
+        parse_frames(args.frames)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    started = time.perf_counter()
+
+    def one(file):
+        output = default_output(file, args.output_dir)
+        t0 = time.perf_counter()
+        if not os.path.isfile(file):
+            return {"file": file, "ok": False, "exit": EXIT_USAGE, "error": f"no such file: {file}", "seconds": 0.0}
+        proc = subprocess.run(_worker_command(file, args, output), env=env, capture_output=True, text=True)
+        entry = {"file": file, "ok": proc.returncode == 0, "exit": proc.returncode,
+                 "seconds": time.perf_counter() - t0}
+        if proc.returncode == 0:
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            entry.update(json.loads(lines[-1]))
+        else:
+            errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+            entry["error"] = (errors[-1].split("error:", 1)[1].strip() if errors
+                              else (proc.stderr.strip().splitlines() or ["(no message)"])[-1])
+        log(f"  {'done' if entry['ok'] else 'FAILED'}: {file} ({entry['seconds']:.1f} s)")
+        return entry
+
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+    log(f"baking {len(args.files)} files, {args.jobs} at a time")
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(one, args.files))
+    seconds = time.perf_counter() - started
+    log(summary_table(results))
+    failed = sum(not r["ok"] for r in results)
+    log(f"{len(results) - failed} of {len(results)} files baked in {seconds:.1f} s ({args.jobs} jobs)")
+    return {"jobs": args.jobs, "seconds": seconds, "files": results, "failed": failed}
+
+
+def summary_table(results):
+    rows = [["file", "status", "frames", "met", "mean mm", "max mm", "ms/frame", "seconds"]]
+    for r in results:
+        if r["ok"]:
+            s = r["report"]["summary"]
+            mm = (lambda v: "-" if v is None else f"{v:.3f}")
+            rows.append([os.path.basename(r["file"]), "ok", str(s["frames"]), str(s["solved_frames"]),
+                         mm(s["mean_error_mm"]), mm(s["max_error_mm"]), f"{s['ms_per_frame']:.1f}",
+                         f"{r['seconds']:.1f}"])
+        else:
+            rows.append([os.path.basename(r["file"]), f"FAILED ({r['exit']}): {r['error']}", "", "", "", "", "",
+                         f"{r['seconds']:.1f}"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def main(argv, inside_blender=False):
+    """Parse and run; returns the exit code."""
+    try:
+        args = parser(inside_blender).parse_args(argv)
+    except UsageError as e:
+        log(f"{e}\n(see --help)")
+        return EXIT_USAGE
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
+    try:
+        if args.command == "bake":
+            result = run_bake(args, inside_blender)
+        else:
+            result = run_batch(args)
+    except UsageError as e:
+        log(f"fullbody_ik {args.command}: error: {e}")
+        return EXIT_USAGE
+    except Failure as e:
+        log(f"fullbody_ik {args.command}: error: {e} (nothing was written)")
+        return EXIT_FAILED
+    except Exception:  # a bug of ours: say so with the traceback, and still exit cleanly
+        import traceback
+
+        traceback.print_exc()
+        log(f"fullbody_ik {args.command}: error: unexpected failure (above); nothing was written")
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(result), flush=True)
+    if args.command == "batch" and result["failed"]:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def blender_command(argv):
+    """The handler ``bpy.utils.register_cli_command`` calls with the arguments after ``-c fullbody_ik``."""
+    return main(list(argv), inside_blender=True)

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bake the active armature's goals over a frame range into keyframes.
+
+From the UI it runs modal: a progress bar, Esc cancels and leaves everything as it was, one undo step at the
+end. From scripts (``bpy.ops.fullbody_ik.bake()``) it runs to the end at once."""
+
+import time
+
+import bpy
+from bpy.props import BoolProperty, FloatProperty, IntProperty
+
+from ..registration import register_classes, unregister_classes
+from ..rig import RigError
+from ..rig.bake import REPORT_TEXT, BakeOptions, Baker
+from .common import armature_problem
+
+
+class FULLBODY_IK_OT_bake(bpy.types.Operator):
+    """Solve the goals at every frame of a range and key the bones IK moves (into a new action by default)"""
+
+    bl_idname = "fullbody_ik.bake"
+    bl_label = "Bake IK"
+    bl_options = {"REGISTER", "UNDO"}
+
+    frame_start: IntProperty(name="Start", description="First frame (default: the scene's)")
+    frame_end: IntProperty(name="End", description="Last frame (default: the scene's)")
+    step: IntProperty(name="Step", default=1, min=1, description="Bake every n-th frame")
+    replace: BoolProperty(name="Replace", default=False,
+                          description="Write into the current action (a backup copy is kept) instead of a new one")
+    thin: FloatProperty(name="Thin Keys", default=0.0, min=0.0, precision=5,
+                        description="Drop keys the curve reproduces within this tolerance (0: keep every frame)")
+    continuity: FloatProperty(name="Continuity", default=1e-4, min=0.0, soft_max=1.0, precision=4,
+                              description="Weight of staying near the previous frame's pose")
+
+    @classmethod
+    def poll(cls, context):
+        return context.active_object is not None and context.active_object.type == "ARMATURE"
+
+    def _options(self, context):
+        scene = context.scene
+        start = self.frame_start if self.properties.is_property_set("frame_start") else scene.frame_start
+        end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
+        self.frame_start, self.frame_end = start, end
+        return BakeOptions(start, end, self.step, self.replace, self.thin, self.continuity)
+
+    def _start(self, context):
+        problem = armature_problem(context)
+        if problem:
+            self.report({"ERROR"}, problem)
+            return None
+        if context.mode not in ("POSE", "OBJECT"):
+            self.report({"ERROR"}, "switch to Pose Mode or Object Mode to bake")
+            return None
+        try:
+            return Baker(context.scene, context.active_object, self._options(context))
+        except RigError as e:
+            self.report({"ERROR"}, str(e))
+            return None
+
+    def _done(self, report):
+        s = report.summary()
+        err = f", largest position error {s['max_error_mm']:.3g} mm" if s["max_error_mm"] is not None else ""
+        level = {"INFO"} if s["solved_frames"] == s["frames"] else {"WARNING"}
+        self.report(level, f"Baked {s['frames']} frames into {report.action!r}: {s['solved_frames']} with every "
+                           f"goal met{err}, {report.keys} keys, {s['ms_per_frame']:.1f} ms per frame "
+                           f"(report: Text Editor, {REPORT_TEXT!r})")
+
+    def execute(self, context):
+        baker = self._start(context)
+        if baker is None:
+            return {"CANCELLED"}
+        wm = context.window_manager
+        wm.progress_begin(0, 100)
+        try:
+            report = baker.run(progress=lambda p: wm.progress_update(int(100 * p)))
+        except RigError as e:
+            self.report({"ERROR"}, f"nothing was baked: {e}")
+            return {"CANCELLED"}
+        finally:
+            wm.progress_end()
+        self._done(report)
+        return {"FINISHED"}
+
+    def invoke(self, context, event):
+        self.baker = self._start(context)
+        if self.baker is None:
+            return {"CANCELLED"}
+        wm = context.window_manager
+        wm.progress_begin(0, 100)
+        self.timer = wm.event_timer_add(0.001, window=context.window)
+        wm.modal_handler_add(self)
+        context.workspace.status_text_set("Baking IK... Esc: cancel (nothing is changed)")
+        return {"RUNNING_MODAL"}
+
+    def _end(self, context):
+        wm = context.window_manager
+        wm.event_timer_remove(self.timer)
+        wm.progress_end()
+        context.workspace.status_text_set(None)
+
+    def modal(self, context, event):
+        if event.type == "ESC":
+            self.baker.cancel()
+            self._end(context)
+            self.report({"WARNING"}, "bake cancelled: nothing was changed")
+            return {"CANCELLED"}
+        if event.type != "TIMER":
+            return {"RUNNING_MODAL"}
+        try:
+            until = time.perf_counter() + 0.1  # solve frames for a tenth of a second, then let the UI breathe
+            done = False
+            while not done and time.perf_counter() < until:
+                done = self.baker.step()
+        except RigError as e:
+            self.baker.cancel()
+            self._end(context)
+            self.report({"ERROR"}, f"nothing was baked: {e}")
+            return {"CANCELLED"}
+        context.window_manager.progress_update(int(100 * self.baker.progress))
+        if not done:
+            return {"RUNNING_MODAL"}
+        report = self.baker.finish()
+        self._end(context)
+        self._done(report)
+        return {"FINISHED"}
+
+
+CLASSES = (FULLBODY_IK_OT_bake,)
+
+
+def register():
+    register_classes(CLASSES)
+
+
+def unregister():
+    unregister_classes(CLASSES)

@@ -1,0 +1,473 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bake the armature's goals over a frame range into keyframes. The operator, the command line and batch
+jobs all run this.
+
+Per frame: evaluate the scene (animated targets, animated bones as targets), solve seeded from the previous
+frame's solution with a displacement goal toward it (continuity), keep the result in memory. Only when every
+frame is solved are keys written, in bulk, for the bones IK moved: into a copy of the armature's action
+(the original keeps its name and a fake user, so nothing is lost), or, with ``replace``, into the action
+itself after a backup copy is made. A cancelled or failed bake writes nothing.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..solvers import Displacement, solve
+from .armature import RigError, bone_rotations, limit_violations, read_pose, rotation_channel, rotation_path
+from .goals import ANGULAR_KINDS, cached_tree, goal_bones, goal_objectives
+
+REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
+REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
+
+
+@dataclass
+class BakeOptions:
+    frame_start: int
+    frame_end: int
+    step: int = 1
+    replace: bool = False  # write into the current action (after a backup copy) instead of a new one
+    thin: float = 0.0  # > 0: drop keys the curve reproduces within this tolerance (channel units)
+    continuity: float = 1e-4  # weight of the goal to stay near the previous frame's solution (0: off)
+    method: str = ""  # empty: the armature's settings
+    time_limit: float = 0.0  # seconds per frame; 0: the armature's settings
+    restarts: bool = False  # random restarts of local methods: more accuracy, less continuity
+
+
+@dataclass
+class BakeReport:
+    armature: str
+    method: str
+    frames: list
+    goals: list  # labels
+    units: list  # "m" or "rad" per goal
+    errors: np.ndarray  # (frames, goals)
+    success: np.ndarray  # (frames,)
+    violations: np.ndarray  # (frames,) bones outside their limits as written
+    solve_ms: np.ndarray  # (frames,)
+    frame_ms: np.ndarray  # (frames,) evaluation + solve
+    source_action: str = ""
+    action: str = ""
+    backup_action: str = ""
+    bones: list = field(default_factory=list)
+    keys: int = 0
+    keys_before_thinning: int = 0
+    seconds: float = 0.0
+
+    def summary(self):
+        linear = [i for i, u in enumerate(self.units) if u == "m"]
+        angular = [i for i, u in enumerate(self.units) if u == "rad"]
+        mm = self.errors[:, linear].ravel() * 1e3 if linear else np.zeros(0)
+        deg = np.degrees(self.errors[:, angular].ravel()) if angular else np.zeros(0)
+        n = len(self.frames)
+        return {
+            "frames": n,
+            "solved_frames": int(np.sum(self.success)),
+            "mean_error_mm": float(mm.mean()) if mm.size else None,
+            "p95_error_mm": float(np.percentile(mm, 95)) if mm.size else None,
+            "max_error_mm": float(mm.max()) if mm.size else None,
+            "max_error_deg": float(deg.max()) if deg.size else None,
+            "violations": int(np.sum(self.violations)),
+            "ms_per_frame": float(np.mean(self.frame_ms)) if n else 0.0,
+            "solve_ms_per_frame": float(np.mean(self.solve_ms)) if n else 0.0,
+            "frames_per_second": n / self.seconds if self.seconds > 0 else None,
+        }
+
+    def to_dict(self):
+        return {
+            "armature": self.armature, "method": self.method, "source_action": self.source_action,
+            "action": self.action, "backup_action": self.backup_action, "bones": self.bones, "keys": self.keys,
+            "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
+            "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
+            "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
+                          "success": [bool(s) for s in self.success], "violations": self.violations.tolist(),
+                          "solve_ms": np.round(self.solve_ms, 4).tolist(),
+                          "frame_ms": np.round(self.frame_ms, 4).tolist()},
+        }
+
+    def text(self):
+        s = self.summary()
+        lines = [f"Full-Body IK bake of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]} "
+                 f"({s['frames']} frames, method {self.method})",
+                 f"  action: {self.action!r}" + (f" (from {self.source_action!r}, kept)" if self.source_action
+                                                 and self.source_action != self.action else "")
+                 + (f", backup {self.backup_action!r}" if self.backup_action else ""),
+                 f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
+                 + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
+                 f"  frames with every goal met: {s['solved_frames']}/{s['frames']}",
+                 f"  limit violations: {s['violations']}",
+                 f"  time: {s['ms_per_frame']:.2f} ms per frame ({s['solve_ms_per_frame']:.2f} ms solving), "
+                 f"{self.seconds:.2f} s in all"]
+        if s["mean_error_mm"] is not None:
+            lines.insert(4, f"  position error: mean {s['mean_error_mm']:.3f} mm, p95 {s['p95_error_mm']:.3f} mm, "
+                            f"max {s['max_error_mm']:.3f} mm")
+        if s["max_error_deg"] is not None:
+            lines.insert(5, f"  angular error: max {s['max_error_deg']:.3f} deg")
+        for i, (g, u) in enumerate(zip(self.goals, self.units)):
+            e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
+            lines.append(f"    {g}: mean {e.mean():.3f}, max {e.max():.3f} {'mm' if u == 'm' else 'deg'}")
+        return "\n".join(lines)
+
+    def plot(self, path):
+        """Per-frame goal errors, violations and time, as a PNG."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+        for i, (g, u) in enumerate(zip(self.goals, self.units)):
+            axes[0].plot(self.frames, self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi), lw=1,
+                         label=f"{g} ({'mm' if u == 'm' else 'deg'})")
+        axes[0].set_yscale("symlog", linthresh=0.1)
+        axes[0].set_ylabel("goal error")
+        axes[0].legend(fontsize=7, ncol=2)
+        axes[0].set_title(f"Full-Body IK bake of {self.armature}: {len(self.frames)} frames, {self.method}",
+                          fontsize=10)
+        axes[1].step(self.frames, self.violations, where="mid")
+        axes[1].set_ylabel("bones outside limits")
+        axes[2].plot(self.frames, self.frame_ms, lw=1, label="frame (evaluate + solve)")
+        axes[2].plot(self.frames, self.solve_ms, lw=1, label="solve")
+        axes[2].set_ylabel("ms")
+        axes[2].set_xlabel("frame")
+        axes[2].legend(fontsize=7)
+        for ax in axes:
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+
+
+def _channelbags(id_block):
+    """The channelbags animating an ID through its assigned action and slot."""
+    ad = getattr(id_block, "animation_data", None)
+    if ad is None or ad.action is None or ad.action_slot is None:
+        return []
+    return [s.channelbag(ad.action_slot) for layer in ad.action.layers for s in layer.strips
+            if s.type == "KEYFRAME" and s.channelbag(ad.action_slot) is not None]
+
+
+def _check_curves(id_block):
+    """RigError when an animation curve of the ID holds a NaN or infinite key."""
+    for bag in _channelbags(id_block):
+        for fc in bag.fcurves:
+            n = len(fc.keyframe_points)
+            if not n:
+                continue
+            co = np.zeros(2 * n)
+            fc.keyframe_points.foreach_get("co", co)
+            handles = np.zeros(4 * n)
+            fc.keyframe_points.foreach_get("handle_left", handles[: 2 * n])
+            fc.keyframe_points.foreach_get("handle_right", handles[2 * n:])
+            if not (np.all(np.isfinite(co)) and np.all(np.isfinite(handles))):
+                bad = co.reshape(-1, 2)
+                frames = bad[~np.all(np.isfinite(bad), axis=1), 0]
+                where = f" at frame {frames[0]:g}" if len(frames) and np.isfinite(frames[0]) else ""
+                raise RigError(f"the animation of {id_block.name!r} has a NaN or infinite key in "
+                               f"{fc.data_path}[{fc.array_index}]{where}: fix or delete that key first")
+
+
+def check_bake(obj, options):
+    """Everything that can be refused before a frame is solved, with the reason (RigError)."""
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError("select an armature to bake")
+    if obj.library is not None or obj.data.library is not None:
+        raise RigError(f"{obj.name!r} is linked from a library (read-only): make it local first")
+    if options.step < 1:
+        raise RigError(f"frame step must be 1 or more, got {options.step}")
+    if options.frame_end < options.frame_start:
+        raise RigError(f"inverted frame range {options.frame_start}-{options.frame_end}: the first frame must "
+                       "not come after the last")
+    ad = obj.animation_data
+    action = ad.action if ad is not None else None
+    if action is not None and action.library is not None:
+        raise RigError(f"action {action.name!r} is linked from {action.library.filepath!r} (read-only): make it "
+                       "local first (Object > Relations > Make Local)")
+    if options.thin < 0 or options.continuity < 0 or options.time_limit < 0:
+        raise RigError("thinning tolerance, continuity weight and time limit must not be negative")
+    _check_curves(obj)
+    for g in obj.fullbody_ik.goals:
+        if g.enabled and g.target is not None:
+            _check_curves(g.target)
+
+
+def _goal_label(goal):
+    kind = goal.kind.replace("_", " ").lower()
+    return f"{kind} {goal.bone}" if goal.kind != "DISPLACEMENT" else kind
+
+
+class Baker:
+    """A bake in progress: ``step()`` solves one frame, ``finish()`` writes the keys, ``cancel()`` leaves
+    everything as it was. ``run()`` does it all."""
+
+    def __init__(self, scene, obj, options):
+        check_bake(obj, options)
+        self.scene, self.obj, self.options = scene, obj, options
+        s = obj.fullbody_ik.settings
+        self.method = options.method or s.method
+        self.time_limit = options.time_limit or s.time_limit
+        self.tree, self.mapping = cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj))
+        self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
+        self.frame_before = (scene.frame_current, scene.frame_subframe)
+        enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
+        self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
+        self.labels = [_goal_label(enabled[i]) for i in self.goal_index]
+        self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS else "m" for i in self.goal_index]
+        self.options_solver = {}
+        if self.method == "memetic":
+            self.options_solver = {k: v for k, v in (("population", s.population), ("elites", s.elites)) if v}
+        self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
+        self.solve_ms, self.frame_ms = [], []
+        self.start_values = {}
+        self.started = time.perf_counter()
+        self.done = False
+
+    @property
+    def progress(self):
+        return len(self.Q) / len(self.frames)
+
+    def step(self):
+        """Solve the next frame; True when every frame is solved. A RigError stops the bake (call cancel)."""
+        if len(self.Q) == len(self.frames):
+            return True
+        f = self.frames[len(self.Q)]
+        t0 = time.perf_counter()
+        self.scene.frame_set(f)
+        obj, tree, mapping = self.obj, self.tree, self.mapping
+        q_anim = read_pose(obj, tree, mapping)
+        if not self.Q:
+            for name in mapping.bones:
+                pb = obj.pose.bones[name]
+                self.start_values[name] = tuple(getattr(pb, rotation_path(pb)))
+        previous = self.Q[-1] if self.Q else None
+        seed = q_anim if previous is None else previous
+        try:
+            objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, seed)
+        except RigError as e:
+            raise RigError(f"frame {f}: {e}") from None
+        if previous is not None and self.options.continuity > 0:
+            objectives.append(Displacement(previous, weight=self.options.continuity))
+        t1 = time.perf_counter()
+        res = solve(tree, objectives, seed, method=self.method, time_limit=self.time_limit,
+                    rng=obj.fullbody_ik.settings.seed, restarts=self.options.restarts, **self.options_solver)
+        if previous is not None and self.options.continuity > 0 and not res.success:
+            # The continuity goal pulls against the goals: polish without it, from where it led (a local
+            # method moves as little as it needs from there), and keep the polish if it meets more.
+            polish = solve(tree, objectives[:-1], res.q, method="lm", time_limit=self.time_limit, restarts=False)
+            if (polish.success, -polish.cost) > (res.success, -res.cost):
+                res = polish
+        t2 = time.perf_counter()
+        self.Q.append(res.q)
+        self.anim_Q.append(q_anim)
+        self.errors.append([res.errors[i] for i in self.goal_index])
+        self.success.append(all(res.satisfied[i] for i in self.goal_index))
+        self.violations.append(limit_violations(tree, mapping, res.q))
+        self.solve_ms.append((t2 - t1) * 1e3)
+        self.frame_ms.append((t2 - t0) * 1e3)
+        return len(self.Q) == len(self.frames)
+
+    def _restore_frame(self):
+        self.scene.frame_set(self.frame_before[0], subframe=self.frame_before[1])
+
+    def cancel(self):
+        """Stop: nothing was written; the scene returns to the frame it was on."""
+        self._restore_frame()
+        self.done = True
+
+    def run(self, progress=None, should_cancel=None):
+        """Bake every frame and write the keys; None when ``should_cancel()`` said stop (nothing written)."""
+        try:
+            while not self.step():
+                if progress is not None:
+                    progress(self.progress)
+                if should_cancel is not None and should_cancel():
+                    self.cancel()
+                    return None
+        except BaseException:
+            self.cancel()
+            raise
+        return self.finish()
+
+    # ------------------------------------------------------------------------------------------
+    def _moved_bones(self):
+        Q, A = np.array(self.Q), np.array(self.anim_Q)
+        moved = []
+        for name in self.mapping.bones:
+            idx = self.mapping.variables[name]
+            if len(idx) and np.max(np.abs(Q[:, idx] - A[:, idx])) > 1e-7:
+                moved.append(name)
+        return moved
+
+    def _channels(self, bones):
+        """{(data path, index, group): values per frame} for the moved bones, continuous over frames."""
+        out = {}
+        poses = [bone_rotations(self.tree, self.mapping, q) for q in self.Q]
+        for name in bones:
+            pb = self.obj.pose.bones[name]
+            path, mode = rotation_path(pb), pb.rotation_mode
+            previous = self.start_values[name]
+            rot, loc = [], []
+            for pose in poses:
+                R, location = pose[name]
+                previous = rotation_channel(mode, R, previous)
+                rot.append(previous)
+                if location is not None:
+                    loc.append(location)
+            rot = np.array(rot)
+            base = f'pose.bones["{name}"].'
+            for i in range(rot.shape[1]):
+                out[(base + path, i, name)] = rot[:, i]
+            if loc:
+                loc = np.array(loc)
+                for i in range(3):
+                    out[(base + "location", i, name)] = loc[:, i]
+        return out
+
+    def _destination(self):
+        """(action, slot, source name, backup name): where the keys go, made non-destructively."""
+        import bpy
+
+        obj = self.obj
+        ad = obj.animation_data or obj.animation_data_create()
+        source, slot = ad.action, ad.action_slot
+        if source is not None and self.options.replace:
+            backup = source.copy()
+            backup.name = f"{source.name} backup"
+            backup.use_fake_user = True
+            if slot is None:
+                slot = source.slots.new(id_type="OBJECT", name=obj.name)
+                ad.action_slot = slot
+            return source, slot, source.name, backup.name
+        if source is not None:
+            action = source.copy()
+            action.name = f"{source.name} IK"
+            source.use_fake_user = True  # the original stays in the file even with no user
+            identifier = slot.identifier if slot is not None else None
+            ad.action = action
+            slot = next((s for s in action.slots if s.identifier == identifier), None)
+            if slot is None:
+                slot = action.slots.new(id_type="OBJECT", name=obj.name)
+            ad.action_slot = slot
+            return action, slot, source.name, ""
+        action = bpy.data.actions.new(f"{obj.name} IK")
+        slot = action.slots.new(id_type="OBJECT", name=obj.name)
+        ad.action = action
+        ad.action_slot = slot
+        return action, slot, "", ""
+
+    def finish(self):
+        """Write the keys of every solved frame in bulk and keep the report with the action."""
+        from bpy_extras import anim_utils
+
+        bones = self._moved_bones()
+        channels = self._channels(bones)
+        action, slot, source, backup = self._destination()
+        bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+        frames = np.array(self.frames, dtype=float)
+        keys = before = 0
+        for (path, index, group), values in channels.items():
+            fc = bag.fcurves.find(path, index=index) or bag.fcurves.new(path, index=index, group_name=group)
+            before += len(frames)
+            keys += write_keys(fc, frames, values, self.options.thin)
+        self._restore_frame()
+        self.done = True
+        report = BakeReport(self.obj.name, self.method, self.frames, self.labels, self.units,
+                            np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)),
+                            np.array(self.success, dtype=bool), np.array(self.violations, dtype=int),
+                            np.array(self.solve_ms), np.array(self.frame_ms), source, action.name, backup, bones,
+                            keys, before, time.perf_counter() - self.started)
+        keep_report(action, report)
+        return report
+
+
+def keep_report(action, report):
+    """The report as JSON on the baked action and as readable text in the Text Editor."""
+    import bpy
+
+    action[REPORT_PROPERTY] = json.dumps(report.to_dict())
+    text = bpy.data.texts.get(REPORT_TEXT) or bpy.data.texts.new(REPORT_TEXT)
+    text.clear()
+    text.write(report.text() + "\n")
+
+
+def bake(scene, obj, options, progress=None, should_cancel=None):
+    """Bake ``obj``'s goals over the options' frame range; returns the BakeReport (None if cancelled)."""
+    return Baker(scene, obj, options).run(progress, should_cancel)
+
+
+# ----------------------------------------------------------------------------------------------
+# Keys in bulk, optionally thinned
+
+
+def simplify(frames, values, tol):
+    """Ramer-Douglas-Peucker on a polyline: mask of the points to keep so that linear interpolation
+    between kept points is within ``tol`` of every value (ends kept)."""
+    n = len(frames)
+    keep = np.zeros(n, dtype=bool)
+    keep[[0, n - 1]] = True
+    stack = [(0, n - 1)]
+    while stack:
+        a, b = stack.pop()
+        if b - a < 2:
+            continue
+        t = (frames[a + 1:b] - frames[a]) / (frames[b] - frames[a])
+        line = values[a] + t * (values[b] - values[a])
+        err = np.abs(values[a + 1:b] - line)
+        k = int(np.argmax(err))
+        if err[k] > tol:
+            m = a + 1 + k
+            keep[m] = True
+            stack += [(a, m), (m, b)]
+    return keep
+
+
+def _replace_range(fc, frames, values):
+    """Remove the curve's keys inside [frames[0], frames[-1]] and add these, in bulk."""
+    points = fc.keyframe_points
+    n = len(points)
+    if n:
+        co = np.zeros(2 * n)
+        points.foreach_get("co", co)
+        x = co[0::2]
+        inside = np.flatnonzero((x >= frames[0] - 1e-6) & (x <= frames[-1] + 1e-6))
+        if len(inside) == n:
+            points.clear()
+        else:
+            for i in inside[::-1]:
+                points.remove(points[int(i)], fast=True)
+    n0 = len(points)
+    points.add(len(frames))
+    co = np.zeros(2 * len(points))
+    points.foreach_get("co", co)
+    co[2 * n0::2] = frames
+    co[2 * n0 + 1::2] = values
+    points.foreach_set("co", co)
+    fc.update()  # sorts the keys and recomputes their handles
+
+
+def write_keys(fc, frames, values, thin=0.0):
+    """Key ``values`` at ``frames`` on the F-curve (keys already inside the range are replaced). With
+    ``thin`` > 0, only the keys needed for the curve, as Blender evaluates it, to stay within ``thin`` of
+    every value. Returns the number of keys written."""
+    values = np.asarray(values, dtype=float)
+    if thin <= 0 or len(frames) < 3:
+        _replace_range(fc, frames, values)
+        return len(frames)
+    keep = simplify(frames, values, thin)
+    for _ in range(20):
+        _replace_range(fc, frames[keep], values[keep])
+        err = np.abs(np.array([fc.evaluate(f) for f in frames]) - values)
+        bad = err > thin
+        if not bad.any():
+            break
+        # Bezier handles bend the curve between kept keys: add the worst frame of every gap that is off.
+        gap = np.cumsum(keep)
+        for g in np.unique(gap[bad]):
+            in_gap = np.flatnonzero((gap == g) & bad)
+            keep[in_gap[np.argmax(err[in_gap])]] = True
+    else:
+        keep[:] = True
+        _replace_range(fc, frames, values)
+    return int(keep.sum())

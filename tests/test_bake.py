@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bake (operator and bridge) in the real bpy 5.0.1: keys follow animated targets, nothing is lost, bad
+input changes nothing, cancel leaves everything as it was."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+import fullbody_ik  # noqa: E402
+from fullbody_ik.rig.bake import REPORT_PROPERTY, REPORT_TEXT, BakeOptions, Baker, simplify  # noqa: E402
+
+FRAMES = (1, 24)
+
+
+def channelbag(obj):
+    from bpy_extras import anim_utils
+
+    ad = obj.animation_data
+    return anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)
+
+
+def build_scene(rotation_mode="QUATERNION"):
+    """An arm of three bones (animated elbow bend in its own action) and a target empty moving on a circle
+    within reach, keyed every 6 frames; a position goal on the tip."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    fullbody_ik.register()
+    arm = bpy.data.armatures.new("Arm")
+    obj = bpy.data.objects.new("Arm", arm)
+    bpy.context.scene.collection.objects.link(obj)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    parent = None
+    for i, (head, tail) in enumerate((((0, 0, 0), (0, 0, 1)), ((0, 0, 1), (0, 0.1, 2)), ((0, 0.1, 2), (0, 0, 2.8)))):
+        b = arm.edit_bones.new(f"b{i}")
+        b.head, b.tail = head, tail
+        if parent is not None:
+            b.parent, b.use_connect = parent, True
+        parent = b
+    bpy.ops.object.mode_set(mode="POSE")
+    for pb in obj.pose.bones:
+        pb.rotation_mode = rotation_mode
+    for f, angle in ((1, 0.0), (24, 0.4)):
+        pb = obj.pose.bones["b1"]
+        pb.rotation_mode = "XYZ"
+        pb.rotation_euler = (angle, 0.0, 0.0)
+        pb.keyframe_insert("rotation_euler", frame=f)
+        pb.rotation_mode = rotation_mode
+    obj.pose.bones["b1"].rotation_mode = rotation_mode
+    target = bpy.data.objects.new("Target", None)
+    bpy.context.scene.collection.objects.link(target)
+    for f in range(FRAMES[0], FRAMES[1] + 1, 6):
+        a = 2 * math.pi * f / 24
+        target.location = (0.8 * math.cos(a), 0.8 * math.sin(a), 1.9)
+        target.keyframe_insert("location", frame=f)
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.use_tail = "POSITION", "b2", target, True
+    obj.fullbody_ik.settings.time_limit = 0.2
+    bpy.context.scene.frame_start, bpy.context.scene.frame_end = FRAMES
+    bpy.context.scene.frame_set(5)
+    return obj, target
+
+
+@pytest.fixture()
+def scene():
+    obj, target = build_scene()
+    yield obj, target
+    if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    fullbody_ik.unregister()
+
+
+def tip_error(obj, target, frame):
+    bpy.context.scene.frame_set(frame)
+    return float(np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones["b2"].tail)
+                                - np.array(target.matrix_world.translation)))
+
+
+def test_bake_keys_follow_an_animated_target_in_a_new_action(scene):
+    obj, target = scene
+    source = obj.animation_data.action
+    source_keys = {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
+                   for fc in channelbag(obj).fcurves}
+    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+    assert bpy.context.scene.frame_current == 5  # back where the user was
+    new = obj.animation_data.action
+    assert new is not source and source.name in bpy.data.actions and source.use_fake_user
+    # The original action is untouched.
+    ad = obj.animation_data
+    ad.action = source
+    assert {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
+            for fc in channelbag(obj).fcurves} == source_keys
+    ad.action = new
+    for f in range(FRAMES[0], FRAMES[1] + 1):
+        assert tip_error(obj, target, f) < 2e-4, f
+    paths = {fc.data_path for fc in channelbag(obj).fcurves}
+    assert {f'pose.bones["b{i}"].rotation_quaternion' for i in range(3)} <= paths
+    keys = channelbag(obj).fcurves.find('pose.bones["b0"].rotation_quaternion', index=0).keyframe_points
+    assert [k.co[0] for k in keys] == list(range(FRAMES[0], FRAMES[1] + 1))
+    report = json.loads(new[REPORT_PROPERTY])
+    assert report["summary"]["frames"] == 24 and report["summary"]["violations"] == 0
+    assert len(report["per_frame"]["errors"]) == 24 and report["goals"][0]["label"] == "position b2"
+    assert "frames with every goal met: 24/24" in bpy.data.texts[REPORT_TEXT].as_string()
+
+
+def test_bake_is_continuous_in_euler_modes():
+    obj, target = build_scene(rotation_mode="ZXY")
+    try:
+        assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+        for fc in channelbag(obj).fcurves:
+            if "rotation_euler" in fc.data_path and fc.data_path.startswith('pose.bones["b0"'):
+                values = [k.co[1] for k in fc.keyframe_points]
+                assert np.max(np.abs(np.diff(values))) < 1.0  # no 2 pi jumps between neighbouring frames
+        for f in (3, 11, 20):
+            assert tip_error(obj, target, f) < 2e-4
+    finally:
+        fullbody_ik.unregister()
+
+
+def test_replace_keeps_a_backup(scene):
+    obj, _ = scene
+    source = obj.animation_data.action
+    name = source.name
+    assert bpy.ops.fullbody_ik.bake(replace=True) == {"FINISHED"}
+    assert obj.animation_data.action is source
+    backup = bpy.data.actions[f"{name} backup"]
+    assert backup.use_fake_user
+    ad = obj.animation_data
+    ad.action = backup
+    fcs = channelbag(obj).fcurves
+    assert len(fcs) == 3 and all(len(fc.keyframe_points) == 2 for fc in fcs)  # the original elbow keys
+
+
+def test_thinning_keeps_the_curve_within_tolerance(scene):
+    obj, target = scene
+    assert bpy.ops.fullbody_ik.bake(thin=1e-3) == {"FINISHED"}
+    report = json.loads(obj.animation_data.action[REPORT_PROPERTY])
+    assert report["keys"] < report["keys_before_thinning"]
+    full = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES))  # the unthinned values, for comparison
+    while not full.step():
+        pass
+    full.cancel()
+    channels = full._channels(full._moved_bones())
+    bag = channelbag(obj)
+    for (path, index, _), values in channels.items():
+        fc = bag.fcurves.find(path, index=index)
+        curve = np.array([fc.evaluate(f) for f in full.frames])
+        sign = np.sign(np.dot(curve, values)) or 1.0  # a quaternion may sit in the other hemisphere
+        assert np.max(np.abs(curve - sign * values)) <= 1e-3 + 1e-9, path
+
+
+def test_simplify_is_exact_on_lines_and_keeps_corners():
+    x = np.arange(10.0)
+    assert simplify(x, 2 * x + 1, 1e-9).sum() == 2
+    y = np.abs(x - 4)
+    keep = simplify(x, y, 1e-6)
+    assert keep[[0, 4, 9]].all() and keep.sum() == 3
+
+
+def test_cancel_writes_nothing(scene):
+    obj, _ = scene
+    actions = set(bpy.data.actions.keys())
+    calls = []
+    baker = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES))
+    assert baker.run(should_cancel=lambda: calls.append(1) or len(calls) > 3) is None
+    assert set(bpy.data.actions.keys()) == actions and REPORT_TEXT not in bpy.data.texts
+    assert bpy.context.scene.frame_current == 5
+
+
+@pytest.mark.parametrize("breakage,message", [
+    ("inverted", "inverted frame range"),
+    ("nan key", "NaN or infinite key"),
+    ("target deleted", "was deleted"),
+    ("bone renamed", "not found"),
+    ("linked action", "linked"),
+])
+def test_bad_input_bakes_nothing_and_says_why(scene, breakage, message, tmp_path):
+    obj, target = scene
+    kwargs = {}
+    if breakage == "inverted":
+        kwargs = dict(frame_start=20, frame_end=10)
+    elif breakage == "nan key":
+        bag = channelbag(target)
+        bag.fcurves[0].keyframe_points[2].co[1] = float("nan")
+    elif breakage == "target deleted":
+        bpy.data.objects.remove(target)
+    elif breakage == "bone renamed":
+        obj.fullbody_ik.goals[0].bone = "gone"
+    elif breakage == "linked action":
+        path = str(tmp_path / "lib.blend")
+        bpy.data.libraries.write(path, {obj.animation_data.action})
+        with bpy.data.libraries.load(path, link=True) as (src, dst):
+            dst.actions = list(src.actions)
+        obj.animation_data.action = dst.actions[0]
+    action = obj.animation_data.action
+    actions = set(bpy.data.actions.keys())
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.fullbody_ik.bake(**kwargs)
+    assert set(bpy.data.actions.keys()) == actions and obj.animation_data.action == action
+    assert REPORT_TEXT not in bpy.data.texts
+    assert bpy.context.scene.frame_current == 5

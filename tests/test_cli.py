@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The command line as a user runs it: real processes, real .blend files, exit codes, nothing written on
+failure."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+import fullbody_ik  # noqa: E402
+from fullbody_ik import cli  # noqa: E402
+from test_bake import FRAMES, build_scene, tip_error  # noqa: E402
+
+
+def save_scene(path, breakage=None):
+    obj, target = build_scene()
+    if breakage == "target deleted":
+        bpy.data.objects.remove(target)
+    elif breakage == "nan":
+        target.animation_data.action.layers[0].strips[0].channelbags[0].fcurves[1].keyframe_points[1].co[1] = \
+            float("nan")
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    fullbody_ik.unregister()
+    return str(path)
+
+
+def run(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "fullbody_ik", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def scene_file(tmp_path_factory):
+    return save_scene(tmp_path_factory.mktemp("cli") / "scene.blend")
+
+
+def test_bake_writes_the_output_and_a_json_report(scene_file, tmp_path):
+    out, png = tmp_path / "out.blend", tmp_path / "report.png"
+    proc = run("bake", scene_file, "--armature", "Arm", "--frames", "1-24", "--output", out, "--json",
+               "--report", png)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # standard output is the JSON document alone
+    assert result["output"] == str(out) and result["report"]["summary"]["frames"] == 24
+    assert result["report"]["summary"]["solved_frames"] == 24
+    assert "frames with every goal met: 24/24" in proc.stderr
+    assert os.path.getsize(png) > 1000
+    fullbody_ik.register()
+    try:
+        bpy.ops.wm.open_mainfile(filepath=str(out))
+        obj, target = bpy.data.objects["Arm"], bpy.data.objects["Target"]
+        assert obj.animation_data.action.name.endswith(" IK")
+        assert max(tip_error(obj, target, f) for f in range(*FRAMES)) < 2e-4
+    finally:
+        fullbody_ik.unregister()
+
+
+def test_the_armature_is_found_when_only_one_has_goals(scene_file, tmp_path):
+    out = tmp_path / "scene_baked.blend"
+    proc = run("bake", scene_file, "--frames", "3-6", "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "frames 3-6 (4 frames" in proc.stderr and out.exists()
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--frames", "10-5"], 2, "inverted"),
+    (["--frames", "ten"], 2, "FIRST-LAST"),
+    (["--step", "0"], 2, "--step"),
+    (["--bogus"], 2, "unrecognized"),
+    (["--armature", "Nope"], 1, "no armature named 'Nope'"),
+    (["--action", "Nope"], 1, "no action named 'Nope'"),
+])
+def test_bad_arguments_exit_non_zero_and_write_nothing(scene_file, tmp_path, args, code, message):
+    out = tmp_path / "out.blend"
+    proc = run("bake", scene_file, "--output", out, *args)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert not out.exists()
+
+
+def test_missing_file_and_broken_scenes(tmp_path):
+    proc = run("bake", tmp_path / "nope.blend", "--output", tmp_path / "out.blend")
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+    for breakage, message in (("target deleted", "was deleted"), ("nan", "NaN or infinite key")):
+        path = save_scene(tmp_path / f"{breakage.replace(' ', '_')}.blend", breakage)
+        out = tmp_path / "out.blend"
+        proc = run("bake", path, "--output", out)
+        assert proc.returncode == 1, proc.stderr
+        assert message in proc.stderr and "nothing was written" in proc.stderr
+        assert not out.exists()
+
+
+def test_batch_bakes_in_parallel_and_one_failure_does_not_stop_the_others(tmp_path):
+    good = [save_scene(tmp_path / f"good{i}.blend") for i in range(2)]
+    bad = save_scene(tmp_path / "bad.blend", "target deleted")
+    outdir = tmp_path / "baked"
+    proc = run("batch", "bake", "--jobs", "2", good[0], bad, good[1], "--frames", "1-12", "--output-dir", outdir,
+               "--json")
+    assert proc.returncode == 1
+    summary = json.loads(proc.stdout)
+    assert [r["ok"] for r in summary["files"]] == [True, False, True] and summary["failed"] == 1
+    assert "was deleted" in summary["files"][1]["error"]
+    assert (outdir / "good0_baked.blend").exists() and (outdir / "good1_baked.blend").exists()
+    assert not (outdir / "bad_baked.blend").exists()
+    assert "FAILED" in proc.stderr and "2 of 3 files baked" in proc.stderr
+
+
+def test_blender_command_handler_bakes_the_open_file(tmp_path):
+    """What `blender -b scene.blend -c fullbody_ik bake ...` calls, with the file already open."""
+    path = tmp_path / "open.blend"
+    obj, target = build_scene()
+    try:
+        bpy.ops.wm.save_as_mainfile(filepath=str(path))
+        assert cli.blender_command(["bake", "--frames", "1-6"]) == 0
+        assert (tmp_path / "open_baked.blend").exists()
+        assert cli.blender_command(["bake", "--frames", "6-1"]) == 2
+        assert cli.blender_command(["bake", "--armature", "Target"]) == 1
+        assert cli.blender_command(["--help"]) == 0
+    finally:
+        fullbody_ik.unregister()
+
+
+def test_parse_frames():
+    assert cli.parse_frames("1-250") == (1, 250) and cli.parse_frames("7") == (7, 7)
+    assert cli.parse_frames("-5") == (-5, -5)
+    for bad in ("5-1", "a-b", "1-2-3", ""):
+        with pytest.raises(cli.UsageError):
+            cli.parse_frames(bad)
