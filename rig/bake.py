@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers import Displacement, solve
+from ..solvers import Displacement, solve, track
 from .armature import RigError, bone_rotations, limit_violations, read_pose, rotation_channel, rotation_path
 from .goals import ANGULAR_KINDS, cached_tree, goal_bones, goal_objectives
 
@@ -33,7 +33,6 @@ class BakeOptions:
     continuity: float = 1e-4  # weight of the goal to stay near the previous frame's solution (0: off)
     method: str = ""  # empty: the armature's settings
     time_limit: float = 0.0  # seconds per frame; 0: the armature's settings
-    restarts: bool = False  # random restarts of local methods: more accuracy, less continuity
 
 
 @dataclass
@@ -250,14 +249,20 @@ class Baker:
         if previous is not None and self.options.continuity > 0:
             objectives.append(Displacement(previous, weight=self.options.continuity))
         t1 = time.perf_counter()
-        res = solve(tree, objectives, seed, method=self.method, time_limit=self.time_limit,
-                    rng=obj.fullbody_ik.settings.seed, restarts=self.options.restarts, **self.options_solver)
-        if previous is not None and self.options.continuity > 0 and not res.success:
-            # The continuity goal pulls against the goals: polish without it, from where it led (a local
-            # method moves as little as it needs from there), and keep the polish if it meets more.
-            polish = solve(tree, objectives[:-1], res.q, method="lm", time_limit=self.time_limit, restarts=False)
-            if (polish.success, -polish.cost) > (res.success, -res.cost):
-                res = polish
+        rng = obj.fullbody_ik.settings.seed + len(self.Q)
+        if previous is None:  # a full solve from the animated pose: nothing to follow yet
+            res = track(tree, objectives, seed, self.time_limit, rng, first=True, method=self.method,
+                        **self.options_solver)
+        else:
+            res = solve(tree, objectives, seed, method=self.method, time_limit=self.time_limit, rng=rng,
+                        restarts=False, **self.options_solver)
+            if not res.success:
+                # The continuity goal pulls against the goals, or the previous answer led into a dead end:
+                # carry on without it, from where it led, restarting near the best answer if need be.
+                polish = track(tree, objectives[:-1] if self.options.continuity > 0 else objectives, res.q,
+                               self.time_limit, rng, method=self.method, **self.options_solver)
+                if (polish.success, -polish.cost) > (res.success, -res.cost):
+                    res = polish
         t2 = time.perf_counter()
         self.Q.append(res.q)
         self.anim_Q.append(q_anim)

@@ -4,11 +4,11 @@
 from .joints import BoneJoint, FreeJoint, Joint
 from .objectives import Displacement, Distance, JointFunction, JointValue, LookAt, Objective, Orientation, Pose, Position
 from .problem import Problem, Result
-from .solve import METHODS, register_method, solve
+from .solve import METHODS, register_method, solve, track
 from .tree import State, Tree
 
 __all__ = [
     "Tree", "State", "Joint", "BoneJoint", "FreeJoint",
     "Objective", "Position", "Orientation", "Pose", "LookAt", "Distance", "Displacement", "JointValue", "JointFunction",
-    "solve", "Result", "Problem", "METHODS", "register_method",
+    "solve", "track", "Result", "Problem", "METHODS", "register_method",
 ]

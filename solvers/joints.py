@@ -392,29 +392,36 @@ class SwingTwistModel(_Model):
         single = np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z)
         return np.where(both, ellipse, single)
 
-    def tangent_step(self, q, dq):
-        """Remove from a step the part that pushes a swing already on its limit outward (along the limit's
-        normal), so that the clamp does not bend the step into an ascent direction. In place."""
-        if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any():
-            return
-        S, dS = self._swing_vars(q), self._swing_vars(dq)
-        signs = np.sign(_swing_quaternion_xz(S))
+    def limit_normals(self, Q, dQ):
+        """Swings resting on their limit that a step dQ pushes outward: (var index pairs (m, 2), outward
+        normals in (sx, sz) (K, m, 2), active (K, m)); None when this model has no swing limits."""
+        if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any() or not {0, 2} <= set(self.col):
+            return None
+        idx = np.stack([self.vars[:, self.col[0]], self.vars[:, self.col[2]]], axis=-1)
+        S = self._swing_vars(Q)
+        xz = _swing_quaternion_xz(S)
+        signs = np.sign(xz)
         g = self._limit_value(S, signs)
-        active = (g >= 1.0 - 1e-6) & (self.limited[:, 0] | self.limited[:, 2])
-        if not active.any():
-            return
-        h, grad = 1e-6, np.zeros_like(S)
-        for k in range(2):
-            e = np.zeros(2)
-            e[k] = h
-            grad[..., k] = (self._limit_value(S + e, signs) - self._limit_value(S - e, signs)) / (2 * h)
-        push = np.sum(dS * grad, axis=-1)
-        out = active & (push > 0.0)
-        nn = np.maximum(np.sum(grad * grad, axis=-1), 1e-300)
-        dS = dS - np.where(out, push / nn, 0.0)[..., None] * grad
-        for a, k in ((0, 0), (2, 1)):
-            if a in self.col:
-                dq[..., self.vars[:, self.col[a]]] = dS[..., k]
+        near = (g >= 1.0 - 1e-6) & (self.limited[:, 0] | self.limited[:, 2])
+        if not near.any():
+            return idx, None, near
+        # Gradient of the limit value in xz (ellipse per quadrant, or the one limited range) ...
+        x, z = xz[..., 0], xz[..., 1]
+        lim_x = np.maximum(np.where(signs[..., 0] < 0, -self.swing_lo[:, 0], self.swing_hi[:, 0]), 1e-9)
+        lim_z = np.maximum(np.where(signs[..., 1] < 0, -self.swing_lo[:, 1], self.swing_hi[:, 1]), 1e-9)
+        both = self.limited[:, 0] & self.limited[:, 2]
+        gx = np.where(both, 2 * x / lim_x**2, np.where(self.limited[:, 0], signs[..., 0] / lim_x, 0.0))
+        gz = np.where(both, 2 * z / lim_z**2, np.where(self.limited[:, 0], 0.0, signs[..., 1] / lim_z))
+        gxz = np.stack([gx, gz], axis=-1)
+        # ... chained through xz = u sin(theta / 2), u = S / theta: d xz / dS = a (I - u u^T) + b u u^T.
+        theta = np.linalg.norm(S, axis=-1, keepdims=True)
+        small = theta < 1e-9
+        a = np.where(small, 0.5, np.sin(0.5 * theta) / np.where(small, 1.0, theta))
+        b = 0.5 * np.cos(0.5 * theta)
+        u = np.where(small, 0.0, S / np.where(small, 1.0, theta))
+        grad = a * gxz + (b - a) * u * np.sum(u * gxz, axis=-1, keepdims=True)
+        active = near & (np.sum(self._swing_vars(dQ) * grad, axis=-1) > 0.0)
+        return idx, grad, active
 
     def coupled(self):
         if self.elbow:

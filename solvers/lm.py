@@ -27,28 +27,18 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         if stop:
             return q, stop
         J = problem.jacobian(state) * D
-        H = J.T @ J + (damping_scale * E + damping_bias) * eye  # eq. 12 with eq. 15 (lambda = damping_scale, eq. 14)
-        dq = -D * np.linalg.solve(H, J.T @ r)  # eq. 11
-        # Variables resting on a bound that the step pushes outward are held (their columns removed):
-        # otherwise the projection throws that part of the step away and convergence crawls along the limit.
-        held = tree.held(q, dq)  # box bounds and swing ellipses the step pushes against
-        if held.any():
-            J[:, held] = 0.0
-            H = J.T @ J + (damping_scale * E + damping_bias) * eye
-            dq = -D * np.linalg.solve(H, J.T @ r)
-            dq[held] = 0.0
-        dq = tree.tangent_step(q, dq)  # the same for swings resting on their limit ellipse
-        step = 1.0
-        for _ in range(backtracks + 1):
-            q_new = tree.project(q + step * dq)
-            state_new = problem.state(q_new)
-            r_new = problem.residual(state_new)
-            E_new = 0.5 * float(r_new @ r_new)
-            if E_new <= E:
-                break
-            step *= 0.5
-        else:
-            return q, "converged (no step decreases the error: local minimum or limits)"
+        lam = damping_scale * E + damping_bias  # eq. 14-15 (lambda = damping_scale)
+        dq = -D * np.linalg.solve(J.T @ J + lam * eye, J.T @ r)  # eq. 11-12
+        dq = constrained_step(tree, q, dq, J, r, lam, D)
+        q_new = tree.project(q + dq)
+        state_new = problem.state(q_new)
+        r_new = problem.residual(state_new)
+        E_new = 0.5 * float(r_new @ r_new)
+        if E_new > E:  # the projection (or the nonlinearity) made the full step worse: shorter ones, at once
+            found = shorter_step(problem, q, dq, E, backtracks)
+            if found is None:
+                return q, "converged (no step decreases the error: local minimum or limits)"
+            q_new, state_new, r_new, E_new = found
         moved = np.max(np.abs(q_new - q), initial=0.0)
         change = abs(np.sqrt(2 * E_new) - np.sqrt(2 * E))
         q, state, r, E = q_new, state_new, r_new, E_new
@@ -59,6 +49,60 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
             if problem.satisfied(state):
                 return q, "every objective within tolerance"
             return q, "converged (step or residual change below tolerance)"
+
+
+def shorter_step(problem, q, dq, E, halvings=8):
+    """The best of the shorter steps along dq, evaluated together (one batched FK): the halvings 1/2 ...
+    1/2^halvings, and the longest step that reaches the first limit without being clamped (a step clamped
+    by a limit can turn uphill; one that stops at the limit adds it to the limits the next step slides
+    along). (q, state, residual, E) of the best if it lowers E, else None."""
+    from .tree import BatchState
+
+    tree = problem.tree
+    grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
+    trial = q + grid[:, None] * dq
+    inside = np.max(np.abs(tree.project(trial) - trial), axis=1) <= 1e-12
+    ts = 0.5 ** np.arange(1, halvings + 1)
+    if inside.any():
+        ts = np.append(ts, grid[np.argmax(inside)])
+    Q = tree.project(q + ts[:, None] * dq)
+    st = BatchState(tree, Q)
+    R = problem.residual(st)
+    Es = 0.5 * np.sum(R * R, axis=-1)
+    k = int(np.argmin(Es))
+    if not Es[k] <= E:
+        return None
+    state = problem.state(Q[k])
+    return Q[k], state, problem.residual(state), float(Es[k])
+
+
+def constrained_step(tree, q, dq, J, r, lam, D):
+    """The LM step (eq. 11) re-solved within the limits q rests on and dq pushes against: variables on a box
+    bound are held (their columns removed) and swings on their limit ellipse slide along it (the step is
+    solved in the ellipse's tangent). Without this the projection throws part of the step away, or bends it
+    uphill, and convergence crawls or stops on a limit. Works on one q or a batch (rows)."""
+    batch = np.ndim(q) == 2
+    held = np.zeros(np.shape(q), dtype=bool)
+    P = None
+    for _ in range(3):  # a re-solved step may push against another limit: grow the active set
+        held_new = held | tree.held(q, dq)
+        P_new = tree.tangent_projector(q, dq, D, P)
+        if (held_new == held).all() and (P_new is None or (P is not None and np.array_equal(P_new, P))):
+            return dq
+        P = P_new
+        held = held_new
+        Jr = J * ~held[..., None, :] if batch else J * ~held
+        if P is not None:
+            Jr = Jr @ P
+        Jt = np.swapaxes(Jr, -1, -2)
+        eye = np.eye(tree.n)
+        H = Jt @ Jr + (lam[:, None, None] * eye if batch else lam * eye)
+        du = -np.linalg.solve(H, (Jt @ r[..., None])[..., 0][..., None])[..., 0]
+        if P is not None:
+            du = (P @ du[..., None])[..., 0]
+        du = np.where(held, 0.0, du)
+        dq = D * du
+    return dq
 
 
 class BatchLM:
@@ -80,16 +124,10 @@ class BatchLM:
 
     def _direction(self, Q, J, r, E):
         D = self.tree.weights
-        lam = (self.damping_scale * E + self.damping_bias)[:, None, None] * np.eye(self.tree.n)  # eq. 14-15, per row
+        lam = self.damping_scale * E + self.damping_bias  # eq. 14-15, per row
         Jt = np.swapaxes(J, 1, 2)
-        dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]  # eq. 11-12
-        held = self.tree.held(Q, dq)
-        if held.any():  # as in run(): hold variables the step pushes against their bound
-            J = J * ~held[:, None, :]
-            Jt = np.swapaxes(J, 1, 2)
-            dq = -D * np.linalg.solve(Jt @ J + lam, Jt @ r[..., None])[..., 0]
-            dq[held] = 0.0
-        return self.tree.tangent_step(Q, dq)
+        dq = -D * np.linalg.solve(Jt @ J + lam[:, None, None] * np.eye(self.tree.n), Jt @ r[..., None])[..., 0]
+        return constrained_step(self.tree, Q, dq, J, r, lam, D)
 
     def step(self, Q, ev):
         """One iteration for every row; returns (Q_new, evaluation of Q_new, rows that descended)."""

@@ -22,20 +22,22 @@ def register_method(name, run):
 
 
 def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_iterations=None, rng=None,
-          restarts=None, **options):
+          restarts=None, nearby=None, **options):
     """Solve IK from ``seed_q`` (default: zeros) and return a :class:`~.problem.Result`.
 
     Every method keeps q feasible (the tree's projection). ``time_limit`` is in seconds and
     ``max_iterations`` counts iterations over all restarts. ``restarts`` (default: on when a
     ``time_limit`` is given; True, False or a count) retries a local method that ended without success
     from random feasible seeds drawn from ``rng`` while the budget lasts, and keeps the best answer.
+    ``nearby`` (radians): restart instead from the best answer so far, perturbed by normal noise of this
+    size (tracking: the answer stays near the previous frame's, where random seeds would jump).
     Unreachable goals give the best effort found and ``success=False``, never an exception.
     """
     with single_thread_blas():
-        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, **options)
+        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options)
 
 
-def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, **options):
+def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options):
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
     problem = Problem(tree, objectives)
@@ -62,7 +64,7 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
-    if max_restarts and method == "lm" and options.get("starts", 8) > 1:
+    if max_restarts and method == "lm" and options.get("starts", 8) > 1 and not nearby:
         # With restarts allowed, LM runs several searches at once (vectorized), replacing stalled ones.
         q, message = lm.run_multistart(problem, q0, budget, rng=rng, **options)
         return problem.result(q, method, budget, message)
@@ -77,7 +79,22 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if not best_key[0] or count >= max_restarts or budget.exhausted():
             break
         count += 1
-        seed = tree.random_configurations(rng, 1)[0]
+        if nearby:
+            seed = tree.project(best_q + rng.normal(0.0, float(nearby), tree.n) * tree.weights)
+        else:
+            seed = tree.random_configurations(rng, 1)[0]
     if count:
         best_msg += f" (best of {count + 1} starts)"
     return problem.result(best_q, method, budget, best_msg, restarts=count)
+
+
+def track(tree, objectives, seed_q, time_limit, rng=None, first=False, method="lm", **options):
+    """One frame of tracking (bake, mocap): the first frame is a full solve (random restarts, ten times the
+    budget: nothing to start from but the seed); later frames start from the previous answer and, while it
+    falls short, restart from perturbations of the best answer (``nearby``), keeping close to it."""
+    if first:
+        return solve(tree, objectives, seed_q, method, time_limit=10 * time_limit, rng=rng, **options)
+    if method not in ("lm", "nullspace", "projected_gradient", "ncg"):
+        return solve(tree, objectives, seed_q, method, time_limit=time_limit, rng=rng, **options)
+    return solve(tree, objectives, seed_q, method, time_limit=time_limit, rng=rng, restarts=True, nearby=0.1,
+                 **options)

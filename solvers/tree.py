@@ -226,16 +226,40 @@ class Tree:
     def held(self, q, dq):
         """(..., n) bools: box-bounded variables resting on a bound that a step dq pushes outward; solvers hold
         them and solve for the rest. (Holding swings on their ellipse the same way was measured to hurt:
-        tracking errors grew from 15 to 126 mm on CMU 02_03; swings get tangent_step instead.)"""
+        tracking errors grew from 15 to 126 mm on CMU 02_03; swings slide along their limit instead: tangent_projector.)"""
         return ((q <= self._clip_lower + 1e-12) & (dq < 0.0)) | ((q >= self._clip_upper - 1e-12) & (dq > 0.0))
 
-    def tangent_step(self, q, dq):
-        """dq without the components that push coupled limits (swing ellipses) outward, for q on them."""
-        dq = np.array(dq, dtype=float)
+    def tangent_projector(self, Q, dQ, scale, P=None):
+        """Projectors onto the steps that slide along the swing limits Q rests on and dQ pushes against,
+        in variables scaled by ``scale`` (steps dq = scale * du): ``I - sum n n^T`` with n the unit normal
+        of each such limit in u. (K, n, n) for a batch, (n, n) for one q; None when no limit is active.
+        Solving the damped least squares within this subspace keeps the step a descent direction, which
+        trimming the normal part off the full step does not. ``P``: a projector from an earlier call, whose
+        limits stay in (the active set only grows)."""
+        single = np.ndim(Q) == 1
+        Q2, dQ2 = np.atleast_2d(Q), np.atleast_2d(dQ)
+        if P is not None:
+            P = np.array(P, dtype=float).reshape(len(Q2), self.n, self.n)
         for m in self.models:
-            if hasattr(m, "tangent_step"):
-                m.tangent_step(q, dq)
-        return dq
+            found = m.limit_normals(Q2, dQ2) if hasattr(m, "limit_normals") else None
+            if found is None or not found[2].any():
+                continue
+            idx, N, active = found
+            if P is None:
+                P = np.broadcast_to(np.eye(self.n), (len(Q2), self.n, self.n)).copy()
+            rows, joints = np.nonzero(active)
+            a, b = idx[joints, 0], idx[joints, 1]
+            fresh = P[rows, a, a] > 1.0 - 1e-12  # not already sliding along this limit
+            rows, a, b, joints = rows[fresh], a[fresh], b[fresh], joints[fresh]
+            nu = N[rows, joints] * np.stack([scale[a], scale[b]], axis=-1)
+            nu /= np.maximum(np.linalg.norm(nu, axis=-1, keepdims=True), 1e-300)
+            P[rows, a, a] -= nu[:, 0] * nu[:, 0]
+            P[rows, a, b] -= nu[:, 0] * nu[:, 1]
+            P[rows, b, a] -= nu[:, 1] * nu[:, 0]
+            P[rows, b, b] -= nu[:, 1] * nu[:, 1]
+        if P is None:
+            return None
+        return P[0] if single else P
 
     def is_feasible(self, q, tol=1e-9):
         q = np.asarray(q, dtype=float)

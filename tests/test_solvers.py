@@ -4,12 +4,12 @@ and share one result type."""
 
 import numpy as np
 import pytest
-from helpers import random_tree, urdf
+from helpers import random_tree, transform, urdf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fullbody_ik.solvers import (
-    BoneJoint, Displacement, Distance, JointValue, LookAt, Pose, Position, Tree, solve,
+    BoneJoint, Displacement, Distance, Joint, JointValue, LookAt, Pose, Position, Tree, solve,
 )
 from fullbody_ik.solvers.nullspace import minimize
 
@@ -244,17 +244,30 @@ def test_multistart_lm_keeps_limits_on_random_trees(seed):
     assert np.all(np.isfinite(res.q)) and tree.is_feasible(res.q)
 
 
-def test_tangent_step_keeps_swings_on_their_limit_descending():
-    """A swing resting on its ellipse loses only the outward part of a step; inside, steps are untouched."""
+def test_lm_step_slides_along_a_swing_limit_and_descends():
+    """A swing resting on its ellipse, pulled outward and sideways: the LM step solved in the limit's tangent
+    stays on the limit to first order and lowers the error; inside the limit, steps are untouched."""
     from fullbody_ik.solvers import BoneJoint
+    from fullbody_ik.solvers.lm import constrained_step
+    from fullbody_ik.solvers.problem import Problem
 
-    tree = Tree([BoneJoint("b", "base", "bone", np.eye(4), limits={"x": (-0.4, 0.6), "z": (-0.5, 0.3)})])
-    inside = np.array([0.1, 0.0, 0.05])
-    dq = np.array([0.3, 0.1, -0.2])
-    assert np.allclose(tree.tangent_step(inside, dq), dq)
-    on = tree.project(np.array([2.0, 0.0, 1.0]))  # clamped onto the ellipse
-    step = tree.tangent_step(on, np.array([1.0, 0.2, 0.5]))
-    # Moving along the trimmed step stays (to first order) on the limit: the clamp barely changes it.
-    trial = on + 1e-4 * step
-    assert np.linalg.norm(tree.project(trial) - trial) < 1e-7
-    assert step[1] == pytest.approx(0.2)  # twist untouched
+    bone = BoneJoint("b", "base", "bone", np.eye(4), limits={"x": (-0.4, 0.6), "z": (-0.5, 0.3)})
+    tip = Joint("tip", "fixed", "bone", "tip", transform(xyz=(0, 1, 0)))
+    tree = Tree([bone, tip])
+    far = Tree([BoneJoint("b", "base", "bone", np.eye(4)), tip]).fk(np.array([0.9, 0.0, 0.2]))["tip"][:3, 3]
+    problem = Problem(tree, [Position("tip", far)])  # beyond the limit, off the clamp's ray
+    for q, on_limit in ((np.array([0.1, 0.0, 0.05]), False), (tree.project(np.array([2.0, 0.0, 1.0])), True)):
+        state = problem.state(q)
+        r = problem.residual(state)
+        J = problem.jacobian(state)
+        lam = 0.5 * r @ r + 1e-3
+        free = -np.linalg.solve(J.T @ J + lam * np.eye(3), J.T @ r)
+        dq = constrained_step(tree, q, free, J, r, lam, tree.weights)
+        if not on_limit:
+            assert np.allclose(dq, free)
+            continue
+        assert not np.allclose(dq, free)
+        trial = q + 1e-4 * dq
+        assert np.linalg.norm(tree.project(trial) - trial) < 1e-7  # slides along the limit
+        E = lambda x: 0.5 * np.sum(problem.residual(problem.state(x)) ** 2)  # noqa: E731
+        assert E(tree.project(q + 1e-3 * dq)) < E(q)  # and descends
