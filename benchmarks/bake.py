@@ -30,7 +30,8 @@ def build_scene(bpy, clip, time_limit=0.01):
 
     path = os.path.join(ROOT, "data", "bvh", f"cmu_{clip}.bvh")
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    fullbody_ik.register()
+    if not hasattr(bpy.types.Object, "fullbody_ik"):
+        fullbody_ik.register()
     bpy.ops.import_anim.bvh(filepath=path, global_scale=CMU_UNIT, rotate_mode="NATIVE")
     mocap = bpy.context.object
     mocap.name = "mocap"

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "results")
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 URDF = os.path.join(ROOT, "data", "urdf")
 
 

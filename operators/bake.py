@@ -82,6 +82,8 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
         return {"FINISHED"}
 
     def invoke(self, context, event):
+        if context.window is None:  # no window to show progress in (scripts, background): run to the end
+            return self.execute(context)
         self.baker = self._start(context)
         if self.baker is None:
             return {"CANCELLED"}

@@ -200,15 +200,16 @@ def rotation_path(pose_bone):
 def limit_violations(tree, mapping, q, tol=1e-3):
     """How many bones of configuration q, read back from their rotations the way Blender's IK reads them,
     fall outside their limits by more than ``tol`` (our projection is Blender's clamp, tested)."""
-    count = 0
+    values = np.zeros(tree.n)
+    bones = []
     for name, (R, _) in bone_rotations(tree, mapping, q).items():
         idx = mapping.variables[name]
         if name in mapping.free_root or not len(idx):
             continue
-        values = np.zeros(tree.n)
-        values[idx] = bone_values(mapping.joints[name], R)
-        count += int(np.max(np.abs(tree.project(values)[idx] - values[idx])) > tol)
-    return count
+        values[idx] = bone_values(mapping.joints[name], R)  # bones' variables are disjoint: one projection
+        bones.append(idx)
+    moved = np.abs(tree.project(values) - values)
+    return sum(int(np.max(moved[idx]) > tol) for idx in bones)
 
 
 def write_pose(obj, tree, mapping, q):

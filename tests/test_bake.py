@@ -202,3 +202,24 @@ def test_bad_input_bakes_nothing_and_says_why(scene, breakage, message, tmp_path
     assert set(bpy.data.actions.keys()) == actions and obj.animation_data.action == action
     assert REPORT_TEXT not in bpy.data.texts
     assert bpy.context.scene.frame_current == 5
+
+
+def test_limit_violations_counts_bones_outside_their_limits(scene):
+    from fullbody_ik.rig.armature import build_tree, limit_violations
+
+    obj, _ = scene
+    for name in ("b0", "b1"):
+        pb = obj.pose.bones[name]
+        pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, -0.3, 0.3
+    tree, mapping = build_tree(obj)
+    q = np.zeros(tree.n)
+    assert limit_violations(tree, mapping, q) == 0
+    for name in ("b0", "b1"):
+        q[mapping.variables[name][0]] = 0.8  # x swing beyond 0.3 rad
+    assert limit_violations(tree, mapping, q) == 2
+
+
+def test_invoking_without_a_window_bakes_at_once(scene):
+    obj, target = scene
+    assert bpy.ops.fullbody_ik.bake("INVOKE_DEFAULT") == {"FINISHED"}
+    assert tip_error(obj, target, 12) < 2e-4

@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 OUT = os.path.join(ROOT, "out")
 CLIP = "02_01"
 
