@@ -70,6 +70,9 @@ class FBIK_Settings(bpy.types.PropertyGroup):
     elites: IntProperty(name="Elites", default=0, min=0, soft_max=10, description="Memetic elites (0: automatic)")
     seed: IntProperty(name="Seed", default=0, min=0, description="Random seed: the same seed, the same answer")
     free_root: BoolProperty(name="Free Root", default=False, description="Let the root bone move and turn")
+    use_stretch: BoolProperty(name="Stretch", default=True,
+                              description="Let bones with IK Stretch scale to reach their goals (as the IK "
+                                          "constraint's Stretch option)")
     use_limit_rotation: BoolProperty(name="Limit Rotation Constraints", default=False,
                                      description="Also limit bones by their Limit Rotation constraints (local "
                                                  "space; their Euler limits are used as swing/twist limits)")

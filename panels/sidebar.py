@@ -103,7 +103,9 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row = box.row(align=True)
         row.prop(s, "seed")
         row.prop(s, "free_root")
-        box.prop(s, "use_limit_rotation")
+        row = box.row(align=True)
+        row.prop(s, "use_stretch")
+        row.prop(s, "use_limit_rotation")
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.operator("fullbody_ik.solve", icon="CON_KINEMATIC")

@@ -34,8 +34,16 @@ class RigMapping:
     armature: str
     bones: list
     joints: dict
-    variables: dict  # bone name -> indices into q
+    variables: dict  # bone name -> indices into q of its rotation (free root: location and rotation)
     free_root: frozenset = field(default_factory=frozenset)
+    stretch: dict = field(default_factory=dict)  # bone name -> index into q of its IK stretch (scale)
+    parent: dict = field(default_factory=dict)  # bone name -> parent bone in the tree (or None)
+    inherits_scale: dict = field(default_factory=dict)  # bone name -> takes its parent's scale
+
+    def all_variables(self, name):
+        """Every variable of a bone: rotation (and location) and stretch."""
+        idx = self.variables[name]
+        return np.append(idx, self.stretch[name]).astype(int) if name in self.stretch else idx
 
 
 def _matrices(collection, prop, count):
@@ -98,11 +106,15 @@ def chains_to(obj, names):
     return keep
 
 
-def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None):
+INHERIT_SCALE = {"FULL", "ALIGNED", "AVERAGE", "FIX_SHEAR"}  # modes that pass a uniform parent scale on
+
+
+def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True):
     """Armature object -> (solver tree, mapping). Links are the bones, in armature space.
 
     ``bones``: only these bones and their ancestors become links (the rest of the armature follows them in
-    Blender and does not need solving); default: every bone."""
+    Blender and does not need solving); default: every bone. ``use_stretch``: bones with IK Stretch may
+    scale (Blender's IK constraint option "Stretch")."""
     arm = check_armature(obj)
     all_bones = list(arm.bones)
     rest = _matrices(arm.bones, "matrix_local", len(all_bones))
@@ -134,11 +146,21 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None):
             R = np.array(pb.matrix_basis)[:3, :3]
             basis[:3, :3] = R / np.linalg.norm(R, axis=0)
             origin = origin @ basis
-        joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness))
+        stretch = float(pb.ik_stretch) if use_stretch else 0.0
+        joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness, stretch,
+                                float(bone.length)))
     tree = Tree(joints, root=ROOT_LINK)
     by_name = {j.name: j for j in joints}
-    mapping = RigMapping(obj.name, [b.name for b in bones], by_name,
-                         {name: tree.joint_vars[name] for name in by_name}, frozenset(free))
+    variables, stretching = {}, {}
+    for name, joint in by_name.items():
+        idx = tree.joint_vars[name]
+        if getattr(joint, "stretch", 0.0) > 0.0:
+            variables[name], stretching[name] = idx[:-1], int(idx[-1])
+        else:
+            variables[name] = idx
+    mapping = RigMapping(obj.name, [b.name for b in bones], by_name, variables, frozenset(free), stretching,
+                         {b.name: b.parent.name if b.parent is not None else None for b in bones},
+                         {b.name: b.inherit_scale in INHERIT_SCALE for b in bones})
     return tree, mapping
 
 
@@ -147,6 +169,14 @@ def read_pose(obj, tree, mapping):
     basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))
     order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
     q = np.zeros(tree.n)
+    if mapping.stretch:  # a stretching bone's variable is its scale in armature space: own x inherited
+        world_scale = {}
+        for name in mapping.bones:  # parents first
+            parent = mapping.parent.get(name)
+            inherited = world_scale.get(parent, 1.0) if mapping.inherits_scale.get(name, True) else 1.0
+            world_scale[name] = float(obj.pose.bones[name].scale[1]) * inherited
+            if name in mapping.stretch:
+                q[mapping.stretch[name]] = world_scale[name]
     for name, joint in mapping.joints.items():
         M = basis[order[name]]
         R = M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0)  # drop pose scale from the rotation
@@ -212,9 +242,27 @@ def limit_violations(tree, mapping, q, tol=1e-3):
     return sum(int(np.max(moved[idx]) > tol) for idx in bones)
 
 
+def bone_scales(mapping, q):
+    """{bone: uniform pose scale} for the bones whose scale IK sets: stretching bones (their scale relative
+    to what they inherit) and the children of stretching bones in the tree (which must not inherit it:
+    Blender's IK keeps their frames unscaled)."""
+    out = {}
+    for name in mapping.bones:
+        parent = mapping.parent.get(name)
+        own = float(q[mapping.stretch[name]]) if name in mapping.stretch else 1.0
+        if name not in mapping.stretch and parent not in mapping.stretch:
+            continue
+        inherited = float(q[mapping.stretch[parent]]) if parent in mapping.stretch and \
+            mapping.inherits_scale.get(name, True) else 1.0
+        out[name] = own / inherited
+    return out
+
+
 def write_pose(obj, tree, mapping, q):
     """Set the pose bones to configuration q, each in its own rotation mode, continuous with the current
     values (no quaternion sign flips, Euler angles compatible with the previous ones)."""
+    for name, scale in bone_scales(mapping, q).items():
+        obj.pose.bones[name].scale = (scale, scale, scale)
     for name, (R, location) in bone_rotations(tree, mapping, q).items():
         if len(mapping.variables[name]) == 0:
             continue  # fully locked: its rotation is part of the tree's fixed origin, left as it is

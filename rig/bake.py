@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..solvers import Displacement, solve, track
-from .armature import RigError, bone_rotations, limit_violations, read_pose, rotation_channel, rotation_path
-from .goals import ANGULAR_KINDS, cached_tree, goal_bones, goal_objectives
+from .armature import (
+    RigError, bone_rotations, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
+)
+from .goals import ANGULAR_KINDS, goal_objectives, settings_tree
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -207,7 +209,7 @@ class Baker:
         s = obj.fullbody_ik.settings
         self.method = options.method or s.method
         self.time_limit = options.time_limit or s.time_limit
-        self.tree, self.mapping = cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj))
+        self.tree, self.mapping = settings_tree(obj)
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
@@ -300,15 +302,19 @@ class Baker:
         Q, A = np.array(self.Q), np.array(self.anim_Q)
         moved = []
         for name in self.mapping.bones:
-            idx = self.mapping.variables[name]
+            idx = self.mapping.all_variables(name)
             if len(idx) and np.max(np.abs(Q[:, idx] - A[:, idx])) > 1e-7:
                 moved.append(name)
+        if self.mapping.stretch:  # children of stretching bones get a compensating scale: key them too
+            scaled = set().union(*(bone_scales(self.mapping, q) for q in (self.Q[0], self.Q[-1])))
+            moved += [name for name in self.mapping.bones if name in scaled and name not in moved]
         return moved
 
     def _channels(self, bones):
         """{(data path, index, group): values per frame} for the moved bones, continuous over frames."""
         out = {}
         poses = [bone_rotations(self.tree, self.mapping, q) for q in self.Q]
+        scales = [bone_scales(self.mapping, q) for q in self.Q] if self.mapping.stretch else None
         for name in bones:
             pb = self.obj.pose.bones[name]
             path, mode = rotation_path(pb), pb.rotation_mode
@@ -328,6 +334,10 @@ class Baker:
                 loc = np.array(loc)
                 for i in range(3):
                     out[(base + "location", i, name)] = loc[:, i]
+            if scales is not None and name in scales[0]:
+                values = np.array([sc[name] for sc in scales])
+                for i in range(3):
+                    out[(base + "scale", i, name)] = values
         return out
 
     def _destination(self):

@@ -61,10 +61,11 @@ class DragSession:
         bones = goal_bones(obj)
         if self.bone is not None:
             bones = (bones or set()) | {self.bone}
-        self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation, bones)
+        self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation, bones,
+                                             self.settings.use_stretch)
         self.start_q = read_pose(obj, self.tree, self.mapping)
         self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
-                                     tuple(pb.rotation_axis_angle)) for pb in obj.pose.bones}
+                                     tuple(pb.rotation_axis_angle), tuple(pb.scale)) for pb in obj.pose.bones}
         self.saved_target = self.saved_matrix = None
         if self.goal is not None:
             t = self.goal.target
@@ -131,9 +132,9 @@ class DragSession:
     def cancel(self):
         """Put the pose and the target back exactly as they were."""
         for pb in self.obj.pose.bones:
-            loc, quat, euler, axis_angle = self.saved_pose[pb.name]
+            loc, quat, euler, axis_angle, scale = self.saved_pose[pb.name]
             pb.location, pb.rotation_quaternion, pb.rotation_euler = loc, quat, euler
-            pb.rotation_axis_angle = axis_angle
+            pb.rotation_axis_angle, pb.scale = axis_angle, scale
         if self.goal is not None:
             if self.goal.target is not None:
                 self.goal.target.location = self.saved_target

@@ -80,7 +80,7 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
 _CACHE = {}
 
 
-def _fingerprint(obj, free_root, use_limit_rotation=False):
+def _fingerprint(obj, free_root, use_limit_rotation=False, use_stretch=True):
     """What the tree depends on: rest pose, pose locations, IK settings, free root."""
     arm = obj.data
     rest = np.zeros(len(arm.bones) * 16, dtype=np.float32)
@@ -93,14 +93,14 @@ def _fingerprint(obj, free_root, use_limit_rotation=False):
             settings.append(tuple(np.round(np.array(pb.matrix_basis), 9).ravel()))
         settings.append((pb.name, pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z, pb.use_ik_limit_x, pb.use_ik_limit_y,
                          pb.use_ik_limit_z, pb.ik_min_x, pb.ik_max_x, pb.ik_min_y, pb.ik_max_y, pb.ik_min_z,
-                         pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z,
-                         obj.data.bones[pb.name].use_connect))
+                         pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z, pb.ik_stretch,
+                         obj.data.bones[pb.name].use_connect, obj.data.bones[pb.name].inherit_scale))
         if use_limit_rotation:
             settings.append(tuple((c.enabled, c.influence, c.owner_space, c.use_limit_x, c.min_x, c.max_x,
                                    c.use_limit_y, c.min_y, c.max_y, c.use_limit_z, c.min_z, c.max_z)
                                   for c in pb.constraints if c.type == "LIMIT_ROTATION"))
     return hash((rest.tobytes(), loc.tobytes(), tuple(settings), bool(free_root), bool(use_limit_rotation),
-                 tuple(obj.scale)))
+                 bool(use_stretch), tuple(obj.scale)))
 
 
 def goal_bones(obj):
@@ -110,16 +110,22 @@ def goal_bones(obj):
     return names or None
 
 
-def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None):
+def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True):
     """build_tree, rebuilt only when the rest pose, pose locations, IK settings or the goal bones changed."""
     key = obj.as_pointer()
     subset = None if bones is None else frozenset(bones)
-    fp = (_fingerprint(obj, free_root, use_limit_rotation), subset)
+    fp = (_fingerprint(obj, free_root, use_limit_rotation, use_stretch), subset)
     hit = _CACHE.get(key)
     if hit is None or hit[0] != fp:
         hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation,
-                                               bones=bones)
+                                               bones=bones, use_stretch=use_stretch)
     return hit[1], hit[2]
+
+
+def settings_tree(obj):
+    """The cached tree for the armature's own settings and goals."""
+    s = obj.fullbody_ik.settings
+    return cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj), s.use_stretch)
 
 
 def solve_pose(obj):
@@ -128,7 +134,7 @@ def solve_pose(obj):
     Returns the solver's Result. Raises RigError for bad input, before anything is changed."""
     props = obj.fullbody_ik
     s = props.settings
-    tree, mapping = cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj))
+    tree, mapping = settings_tree(obj)
     q0 = read_pose(obj, tree, mapping)
     objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
     options = {}
@@ -137,6 +143,6 @@ def solve_pose(obj):
     result = solve(tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed, **options)
     write_pose(obj, tree, mapping, result.q)
     result.moved_bones = [name for name in mapping.bones
-                          if np.max(np.abs(result.q[mapping.variables[name]] - q0[mapping.variables[name]]),
+                          if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]
     return result

@@ -41,6 +41,12 @@ class BoneJoint:
 
     ``lock`` is (lock_ik_x, lock_ik_y, lock_ik_z); ``limits`` maps 'x'/'y'/'z' to (min, max) in radians
     for the axes with use_ik_limit_*; ``stiffness`` is (ik_stiffness_x, _y, _z) in [0, 0.99].
+
+    ``stretch`` is Blender's ik_stretch in [0, 1]: above 0 the bone gets one more variable, its scale s
+    (Blender's IK stretch scales the bone uniformly: its tail and the heads of its children move to s times
+    their offsets; the children's frames keep their own scale). Its IK weight is ik_stretch^2 (Blender:
+    stiffness 1 - ik_stretch^2) and s stays within [0.001 / length, ...] (Blender: a bone no shorter than
+    0.001), unbounded above. ``length`` is the bone's rest length.
     """
 
     name: str
@@ -50,6 +56,11 @@ class BoneJoint:
     lock: tuple = (False, False, False)
     limits: dict = field(default_factory=dict)
     stiffness: tuple = (0.0, 0.0, 0.0)
+    stretch: float = 0.0
+    length: float = 1.0
+
+
+STRETCH_MIN_LENGTH = 0.001  # Blender: IK stretch keeps a bone at least this long
 
 
 @dataclass
@@ -449,6 +460,39 @@ class SwingTwistModel(_Model):
                 Q[:, self.vars[:, self.col[a]]] = S[..., k]
 
 
+def stretch_values(Q, idx):
+    """Scales of stretching bones, kept positive (FK stays defined for infeasible values too)."""
+    return np.maximum(Q[..., idx], 1e-9)
+
+
+class StretchModel(_Model):
+    """IK stretch of bones: one scale variable s per bone, a uniform scale after the bone's rotation. Its
+    Jacobian is the Tree's business (a stretch translates each child's subtree by its head offset), so the
+    generators here are zero."""
+
+    nvar = 1
+    needs_pre = False
+
+    def local(self, Q, origin, out):
+        out[:, self.frames, :3, :3] *= stretch_values(Q, self.vars[:, 0])[..., None, None]
+
+    def motion(self, Q):
+        M = self._identity(Q.shape[0])
+        M[..., :3, :3] *= stretch_values(Q, self.vars[:, 0])[..., None, None]
+        return M
+
+    def generators(self, q, pre, world, omega, linear, origin, rotational):
+        return
+
+    def bounds(self, lower, upper):
+        for j, v in zip(self.joints, self.vars[:, 0]):
+            lower[v] = min(1.0, STRETCH_MIN_LENGTH / max(j.length, 1e-12))
+            upper[v] = np.inf
+
+    def project(self, Q):
+        return  # box bounds: the tree clips them
+
+
 class FreeModel(_Model):
     """Free root: translation (3) then rotation vector (3) about the translated origin."""
 
@@ -491,11 +535,15 @@ def bone_is_ball(joint):
     return bone_free_axes(joint) == (0, 1, 2) and not joint.limits
 
 
+def bone_stretches(joint):
+    return isinstance(joint, BoneJoint) and joint.stretch > 0.0
+
+
 def joint_nvar(joint):
     if isinstance(joint, FreeJoint):
         return 6
     if isinstance(joint, BoneJoint):
-        return len(bone_free_axes(joint))
+        return len(bone_free_axes(joint)) + bone_stretches(joint)
     return 0 if joint.kind == "fixed" else 1
 
 
@@ -503,26 +551,29 @@ def joint_var_suffixes(joint):
     if isinstance(joint, FreeJoint):
         return ["x", "y", "z", "rx", "ry", "rz"]
     if isinstance(joint, BoneJoint):
-        return ["xyz"[a] for a in bone_free_axes(joint)]
+        return ["xyz"[a] for a in bone_free_axes(joint)] + (["stretch"] if bone_stretches(joint) else [])
     return [""] if joint.kind != "fixed" else []
 
 
 def joint_stiffness(joint):
     """Per-variable stiffness in [0, 0.99] (Blender's ik_stiffness_*)."""
     if isinstance(joint, BoneJoint):
-        return [float(np.clip(joint.stiffness[a], 0.0, 0.99)) for a in bone_free_axes(joint)]
+        stretch = [1.0 - float(np.clip(joint.stretch, 0.0, 1.0)) ** 2] if bone_stretches(joint) else []
+        return [float(np.clip(joint.stiffness[a], 0.0, 0.99)) for a in bone_free_axes(joint)] + stretch
     return [0.0] * joint_nvar(joint)
 
 
 def build_models(entries):
     """entries: (frame index, first var index, joint) for every movable joint -> list of models."""
-    scalar, ball, free, swing = [], [], [], {}
+    scalar, ball, free, swing, stretch = [], [], [], {}, []
     for e in entries:
         j = e[2]
         if isinstance(j, FreeJoint):
             free.append(e)
         elif isinstance(j, BoneJoint):
             axes = bone_free_axes(j)
+            if bone_stretches(j):
+                stretch.append((e[0], e[1] + len(axes), j))
             if not axes:
                 continue
             if len(axes) == 1:
@@ -550,6 +601,8 @@ def build_models(entries):
         models.append(FreeModel(free))
     for axes, es in swing.items():
         models.append(SwingTwistModel(es, axes))
+    if stretch:
+        models.append(StretchModel(stretch))  # last: it scales the rotations the others wrote
     return models
 
 

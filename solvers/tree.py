@@ -14,6 +14,7 @@ from .joints import (
     joint_nvar,
     joint_stiffness,
     joint_var_suffixes,
+    stretch_values,
 )
 
 
@@ -111,6 +112,35 @@ class Tree:
         for i in range(1, len(names)):
             self.ancestors[i] = self.ancestors[self.parent[i]]
             self.ancestors[i, self.var_link == i] = True
+        self._init_stretch()
+        # Random restarts and mutation sample stretch within [1/2, 2] (their domain is unbounded above).
+        self.sample_lower = np.where(np.isfinite(self.lower), self.lower, -np.pi)
+        self.sample_upper = np.where(np.isfinite(self.upper), self.upper, np.pi)
+        if self.has_stretch:
+            self.sample_lower[self.stretch_vars] = np.maximum(self.lower[self.stretch_vars], 0.5)
+            self.sample_upper[self.stretch_vars] = 2.0
+
+    def _init_stretch(self):
+        """Bones with IK stretch: their scale variable, link, the links that are their children (whose frames
+        must not inherit the scale), and per (link, stretch) the child whose subtree holds the link."""
+        from .joints import StretchModel
+
+        model = next((m for m in self.models if isinstance(m, StretchModel)), None)
+        self.has_stretch = model is not None
+        if model is None:
+            return
+        self.stretch_vars, self.stretch_links = model.vars[:, 0], model.frames
+        which = {int(link): k for k, link in enumerate(self.stretch_links)}
+        kids = [(c, which[int(self.parent[c])]) for c in range(1, len(self.link_names)) if int(self.parent[c]) in which]
+        self.stretch_children = np.array([c for c, _ in kids], dtype=int)
+        self.stretch_children_of = np.array([k for _, k in kids], dtype=int)
+        anchor = np.full((len(self.link_names), len(self.stretch_links)), -1, dtype=int)
+        for i in range(1, len(self.link_names)):
+            p = int(self.parent[i])
+            anchor[i] = anchor[p]
+            if p in which:
+                anchor[i, which[p]] = i
+        self.stretch_anchor = anchor
 
     # ------------------------------------------------------------------------------------------
     @classmethod
@@ -189,6 +219,10 @@ class Tree:
         local[:] = self.origin
         for model in self.models:
             model.local(Q, self.origin, local)
+        if self.has_stretch and len(self.stretch_children):  # children keep their own scale: their head
+            # offsets are scaled with the bone (origin in its scaled frame), their rotations are not
+            s = stretch_values(Q, self.stretch_vars[self.stretch_children_of])
+            local[:, self.stretch_children, :3, :3] /= s[..., None, None]
         world = local
         if P == 1:  # one configuration: 2-D products link by link beat fancy-indexed levels
             w, par = world[0], self.parent
@@ -267,15 +301,12 @@ class Tree:
 
     def span(self):
         """Finite width of each variable's domain (for sampling and mutation)."""
-        width = self.upper - self.lower
-        return np.where(np.isfinite(width), width, 2.0 * np.pi)
+        return self.sample_upper - self.sample_lower
 
     def random_configurations(self, rng, count):
         """(count, n) feasible configurations, uniform in each variable's range before projection."""
         rng = np.random.default_rng(rng)
-        lo = np.where(np.isfinite(self.lower), self.lower, -np.pi)
-        hi = np.where(np.isfinite(self.upper), self.upper, np.pi)
-        return self.project(rng.uniform(lo, hi, size=(count, self.n)))
+        return self.project(rng.uniform(self.sample_lower, self.sample_upper, size=(count, self.n)))
 
     def chain_length(self, link):
         """Sum of the joint offsets from the root to a link (paper 000's L for the position loss)."""
@@ -312,16 +343,36 @@ class State:
             omega, linear, origin = np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3))
             rotational = np.zeros(n, dtype=bool)
             pre = None
+            world = self.rigid_world() if t.has_stretch else self.world  # axes turn, they do not scale
             if any(m.needs_pre for m in t.models):
                 par = t.parent
-                parent_world = np.where(par[:, None, None] >= 0, self.world[..., np.maximum(par, 0), :, :],
+                parent_world = np.where(par[:, None, None] >= 0, world[..., np.maximum(par, 0), :, :],
                                         np.eye(4))
                 pre = parent_world @ t.origin
             for m in t.models:
-                m.generators(self.q, pre, self.world, omega, linear, origin, rotational)
+                m.generators(self.q, pre, world, omega, linear, origin, rotational)
             self._gen = (omega, linear, origin, rotational)
             self._translations = not rotational.all()
         return self._gen
+
+    def stretch(self):
+        """(..., k) the scale of each stretching bone (Tree.stretch_links)."""
+        return stretch_values(self.q, self.tree.stretch_vars)
+
+    def rigid_world(self):
+        """Link matrices without the stretch scale of stretching bones (their rotation, their head)."""
+        if not self.tree.has_stretch:
+            return self.world
+        w = self.cache.get("rigid_world")
+        if w is None:
+            w = self.world.copy()
+            w[..., self.tree.stretch_links, :3, :3] /= self.stretch()[..., None, None]
+            self.cache["rigid_world"] = w
+        return w
+
+    def rotation(self, link):
+        """(..., 3, 3) world rotation of a link (without a stretching bone's scale)."""
+        return self.rigid_world()[..., link, :3, :3]
 
     def link_jacobians(self):
         """(..., L, 6, n) geometric Jacobians of every link origin, computed together once per state."""
@@ -331,6 +382,12 @@ class State:
             lin = cross(omega[..., None, :, :], pos[..., :, None, :] - origin[..., None, :, :])  # (..., L, n, 3)
             if self._translations:
                 lin = np.where(rotational[:, None], lin, linear[..., None, :, :])
+            if self.tree.has_stretch:  # d/ds moves the subtree of each child by its head offset / s
+                t = self.tree
+                A = t.stretch_anchor  # (L, k)
+                offset = pos[..., np.maximum(A, 0), :] - pos[..., None, t.stretch_links, :]  # (..., L, k, 3)
+                rate = np.where((A >= 0)[..., None], offset / self.stretch()[..., None, :, None], 0.0)
+                lin[..., t.stretch_vars, :] = rate
             J = np.empty(pos.shape[:-1] + (6, self.tree.n))
             J[..., :3, :] = np.swapaxes(lin, -1, -2)
             J[..., 3:, :] = np.swapaxes(omega, -1, -2)[..., None, :, :]
@@ -344,6 +401,14 @@ class State:
         The first call computes one Jacobian; from the second on, every link's at once (several goals)."""
         point = np.asarray(point, dtype=float)
         self._jacobian_calls += 1
+        if self.tree.has_stretch:
+            J = self.link_jacobians()[..., link, :, :].copy()
+            d = point - self.world[..., link, :3, 3]
+            J[..., :3, :] += np.swapaxes(cross(np.swapaxes(J[..., 3:, :], -1, -2), d[..., None, :]), -1, -2)
+            k = np.flatnonzero(self.tree.stretch_links == link)
+            if len(k):  # a point on a stretching bone moves with its scale: d (p - head) / ds = (p - head) / s
+                J[..., :3, self.tree.stretch_vars[k[0]]] += d / self.stretch()[..., k[0], None]
+            return J
         if self._links_J is None and self._jacobian_calls == 1:
             omega, linear, origin, rotational = self.generators()
             lin = cross(omega, point[..., None, :] - origin)

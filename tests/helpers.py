@@ -53,7 +53,9 @@ def random_tree(rng, n_links=8, kinds=None, free_root=False):
                 if rng.random() < 0.5:
                     limits[a] = (-rng.uniform(0, np.pi), rng.uniform(0, np.pi))  # Blender: min <= 0 <= max
             stiff = tuple(float(s) for s in np.where(rng.random(3) < 0.3, rng.uniform(0, 0.99, 3), 0.0))
-            joints.append(BoneJoint(f"j{i}", parent, child, origin, lock, limits, stiff))
+            stretch = float(rng.uniform(0.1, 1.0)) if rng.random() < 0.3 else 0.0  # Blender's ik_stretch
+            joints.append(BoneJoint(f"j{i}", parent, child, origin, lock, limits, stiff, stretch,
+                                    float(rng.uniform(0.1, 1.0))))
         else:
             lo = -rng.uniform(0.1, 3.0)
             hi = rng.uniform(0.1, 3.0)

@@ -223,3 +223,18 @@ def test_invoking_without_a_window_bakes_at_once(scene):
     obj, target = scene
     assert bpy.ops.fullbody_ik.bake("INVOKE_DEFAULT") == {"FINISHED"}
     assert tip_error(obj, target, 12) < 2e-4
+
+
+def test_bake_keys_the_scale_of_stretching_bones(scene):
+    """A target beyond reach on some frames: with IK Stretch the bones scale, and their scale is keyed."""
+    obj, target = scene
+    for pb in obj.pose.bones:
+        pb.ik_stretch = 0.6
+    for fc in channelbag(target).fcurves:
+        for k in fc.keyframe_points:
+            k.co[1] *= 3.0 if fc.array_index < 2 else 1.0  # radius 2.4: 3.06 from the base, the arm is 2.8
+        fc.update()
+    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+    paths = {fc.data_path for fc in channelbag(obj).fcurves}
+    assert 'pose.bones["b0"].scale' in paths
+    assert max(tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1)) < 2e-4

@@ -45,14 +45,28 @@ def random_limits(obj, rng):
                 setattr(pb, f"lock_ik_{axis}", True)
 
 
+def random_stretch(obj, rng):
+    """IK stretch on about a third of the bones; some bones do not inherit their parent's scale."""
+    for pb in obj.pose.bones:
+        if rng.random() < 0.35:
+            pb.ik_stretch = rng.uniform(0.1, 1.0)
+        if rng.random() < 0.2:
+            obj.data.bones[pb.name].inherit_scale = "NONE"
+
+
 @pytest.mark.parametrize("make,free_root,limits", [(metarig, False, False), (metarig, True, True),
-                                                   (cmu_skeleton, False, False), (cmu_skeleton, True, True)])
+                                                   (cmu_skeleton, False, False), (cmu_skeleton, True, True),
+                                                   (metarig, True, "stretch"), (cmu_skeleton, False, "stretch")])
 def test_fk_equals_blenders_evaluated_pose(make, free_root, limits):
     obj = make()
     rng = np.random.default_rng(0)
     if limits:
         random_limits(obj, rng)
+    if limits == "stretch":
+        random_stretch(obj, rng)
     tree, mapping = build_tree(obj, free_root=free_root)
+    if limits == "stretch":
+        assert len(mapping.stretch) > 5
     assert set(mapping.bones) == {b.name for b in obj.data.bones}
     scale = max(obj.data.bones[0].length, 1.0)
     for q in tree.random_configurations(rng, 3):
@@ -64,10 +78,12 @@ def test_fk_equals_blenders_evaluated_pose(make, free_root, limits):
         # Reading the pose back gives each bone the same rotation (Blender stores float32), except where
         # Blender's own swing/twist reading is singular: swing near 180 degrees.
         back = read_pose(obj, tree, mapping)
+        for name, k in mapping.stretch.items():  # scales read back as written
+            assert back[k] == pytest.approx(q[k], rel=1e-5), name
         written, read = bone_rotations(tree, mapping, q), bone_rotations(tree, mapping, back)
         for name in mapping.bones:
             R = written[name][0]
-            if 1.0 + R[1, 1] > 0.05:
+            if 1.0 + R[1, 1] > 0.05 and 1.0 + np.trace(R) > 0.05:  # (and turns near 180 degrees: float32)
                 assert np.allclose(read[name][0], R, atol=1e-4), name
 
 
@@ -198,3 +214,47 @@ def test_fully_locked_bones_keep_their_current_rotation():
     blender = pose_matrices(obj)
     ours = tree.fk(q)
     assert all(np.allclose(ours[n], blender[n], atol=1e-5) for n in mapping.bones)
+
+
+def test_ik_stretch_reaches_beyond_the_chain_as_blenders_ik_does():
+    """A target beyond reach: with IK Stretch the arm scales to it (Blender's IK constraint with Stretch
+    reaches it too); with Stretch off, or no ik_stretch, it cannot."""
+    from fullbody_ik.solvers import Position, solve
+
+    obj = metarig()
+    chain = ("upper_arm.L", "forearm.L", "hand.L")
+    for pb in obj.pose.bones:
+        if pb.name in chain:
+            pb.ik_stretch = 0.5
+        else:  # only the arm moves
+            pb.lock_ik_x = pb.lock_ik_y = pb.lock_ik_z = True
+    bpy.context.view_layer.update()
+    shoulder = np.array(obj.pose.bones["upper_arm.L"].head)
+    tip = np.array(obj.pose.bones["hand.L"].tail)
+    target = shoulder + 1.6 * (tip - shoulder)  # 60 % beyond the straight arm
+    for use_stretch in (True, False):
+        for pb in obj.pose.bones:
+            pb.scale, pb.rotation_quaternion = (1, 1, 1), (1, 0, 0, 0)
+        tree, mapping = build_tree(obj, bones={"hand.L"}, use_stretch=use_stretch)
+        length = obj.data.bones["hand.L"].length
+        res = solve(tree, [Position("hand.L", target, offset=(0, length, 0))], read_pose(obj, tree, mapping),
+                    time_limit=0.5, rng=0)
+        write_pose(obj, tree, mapping, res.q)
+        bpy.context.view_layer.update()
+        error = np.linalg.norm(np.array(obj.pose.bones["hand.L"].tail) - target)
+        if use_stretch:
+            assert res.success and error < 1e-3
+            assert max(np.linalg.norm(np.array(obj.pose.bones[b].matrix)[:3, 0]) for b in chain) > 1.2
+        else:
+            assert error > 0.1 * np.linalg.norm(tip - shoulder)
+    # Blender's own IK with Stretch reaches the same target.
+    for pb in obj.pose.bones:
+        pb.scale = (1, 1, 1)
+        pb.rotation_quaternion = (1, 0, 0, 0)
+    empty = bpy.data.objects.new("target", None)
+    bpy.context.scene.collection.objects.link(empty)
+    empty.location = obj.matrix_world @ __import__("mathutils").Vector(target)
+    c = obj.pose.bones["hand.L"].constraints.new("IK")
+    c.target, c.chain_count, c.use_stretch = empty, 3, True
+    bpy.context.view_layer.update()
+    assert np.linalg.norm(np.array(obj.pose.bones["hand.L"].tail) - target) < 1e-2

@@ -71,7 +71,7 @@ class Orientation(Objective):
         self.target = as_rotation(rotation_3x3, "Orientation target")
 
     def compute_residual(self, state):
-        R = state.world[..., self._link(state, self.link), :3, :3]
+        R = state.rotation(self._link(state, self.link))
         return log_so3(R @ self.target.T)
 
     def jacobian(self, state):
@@ -152,7 +152,7 @@ class LookAt(Objective):
 
     def _parts(self, state):
         W = state.world[..., self._link(state, self.link), :, :]
-        V = W[..., :3, :3] @ self.axis
+        V = state.rotation(self._link(state, self.link)) @ self.axis
         delta = self.target - W[..., :3, 3]
         dist = np.linalg.norm(delta, axis=-1, keepdims=True)
         d = np.where(dist > 1e-12, delta / np.maximum(dist, 1e-12), V)  # on the target: nothing to aim at
