@@ -261,8 +261,11 @@ class Baker:
             if not res.success:
                 # The continuity goal pulls against the goals, or the previous answer led into a dead end:
                 # carry on without it, from where it led, restarting near the best answer if need be.
+                # This polish shares the frame's budget (with at least a third of it), so a frame takes about
+                # the time limit, not twice.
+                left = max(self.time_limit - (time.perf_counter() - t1), self.time_limit / 3)
                 polish = track(tree, objectives[:-1] if self.options.continuity > 0 else objectives, res.q,
-                               self.time_limit, rng, method=self.method, **self.options_solver)
+                               left, rng, method=self.method, **self.options_solver)
                 if (polish.success, -polish.cost) > (res.success, -res.cost):
                     res = polish
         t2 = time.perf_counter()

@@ -403,9 +403,9 @@ class SwingTwistModel(_Model):
         single = np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z)
         return np.where(both, ellipse, single)
 
-    def limit_normals(self, Q, dQ):
-        """Swings resting on their limit that a step dQ pushes outward: (var index pairs (m, 2), outward
-        normals in (sx, sz) (K, m, 2), active (K, m)); None when this model has no swing limits."""
+    def limit_normals(self, Q):
+        """Swings resting on their limit: (var index pairs (m, 2), outward normals in (sx, sz) (K, m, 2) or
+        None, on the limit (K, m)); None when this model has no swing limits."""
         if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any() or not {0, 2} <= set(self.col):
             return None
         idx = np.stack([self.vars[:, self.col[0]], self.vars[:, self.col[2]]], axis=-1)
@@ -431,8 +431,7 @@ class SwingTwistModel(_Model):
         b = 0.5 * np.cos(0.5 * theta)
         u = np.where(small, 0.0, S / np.where(small, 1.0, theta))
         grad = a * gxz + (b - a) * u * np.sum(u * gxz, axis=-1, keepdims=True)
-        active = near & (np.sum(self._swing_vars(dQ) * grad, axis=-1) > 0.0)
-        return idx, grad, active
+        return idx, grad, near
 
     def coupled(self):
         if self.elbow:

@@ -8,9 +8,11 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
         damping_scale=1.0, **_):
     """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = E_k 1 + w_N 1 (eq. 11-15).
 
-    D = diag(1 - stiffness) scales each variable's step (Blender's IK weight). A step that the
-    projection makes worse is halved (at most ``backtracks`` times); paper 001 needs no line search
-    without limits, and then this never triggers. Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| |
+    D = diag(1 - stiffness) scales each variable's step (Blender's IK weight). The step is solved within the
+    limits it meets (constrained_step). A full step that the projection (or the nonlinearity) makes worse
+    is replaced by the best shorter one (shorter_step), and the damping is multiplied by 1/t for the
+    fraction t that was usable, divided by 2 again after each full step; paper 001 needs neither without
+    limits, and then neither triggers. Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| |
     < 1e-12, or every objective within tolerance, or the budget. With ``stall = k`` (set by ``solve`` when it
     may restart), also when the error of the objectives not yet met fell by less than 1 % over the last k iterations: a local minimum, better left
     for a new start.
@@ -22,12 +24,13 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
     history = [problem.unmet(state)]
+    mu = 1.0  # damping multiplier: grows when limits or nonlinearity cut the steps short, shrinks back after
     while True:
         stop = problem.stop(state, budget)
         if stop:
             return q, stop
         J = problem.jacobian(state) * D
-        lam = damping_scale * E + damping_bias  # eq. 14-15 (lambda = damping_scale)
+        lam = mu * (damping_scale * E + damping_bias)  # eq. 14-15 (lambda = damping_scale)
         dq = -D * np.linalg.solve(J.T @ J + lam * eye, J.T @ r)  # eq. 11-12
         dq = constrained_step(tree, q, dq, J, r, lam, D)
         q_new = tree.project(q + dq)
@@ -38,7 +41,14 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
             found = shorter_step(problem, q, dq, E, backtracks)
             if found is None:
                 return q, "converged (no step decreases the error: local minimum or limits)"
+            # Only a fraction t of the step was usable: damp harder (by 1/t) so the next step is shaped for
+            # the distance it can actually go, not just cut shorter. (A departure from paper 001, whose
+            # damping has no memory; without limits the full step is taken and mu stays 1.)
+            t = np.max(np.abs(found[0] - q)) / max(np.max(np.abs(dq)), 1e-300)
+            mu = min(mu / max(t, 1e-3), 1e8)
             q_new, state_new, r_new, E_new = found
+        else:
+            mu = max(mu / 2.0, 1.0)
         moved = np.max(np.abs(q_new - q), initial=0.0)
         change = abs(np.sqrt(2 * E_new) - np.sqrt(2 * E))
         q, state, r, E = q_new, state_new, r_new, E_new
@@ -84,9 +94,10 @@ def constrained_step(tree, q, dq, J, r, lam, D):
     batch = np.ndim(q) == 2
     held = np.zeros(np.shape(q), dtype=bool)
     P = None
+    limits = tree.swing_limits(np.atleast_2d(q))
     for _ in range(3):  # a re-solved step may push against another limit: grow the active set
         held_new = held | tree.held(q, dq)
-        P_new = tree.tangent_projector(q, dq, D, P)
+        P_new = tree.tangent_projector(q, dq, D, P, limits) if limits else None
         if (held_new == held).all() and (P_new is None or (P is not None and np.array_equal(P_new, P))):
             return dq
         P = P_new

@@ -263,22 +263,33 @@ class Tree:
         tracking errors grew from 15 to 126 mm on CMU 02_03; swings slide along their limit instead: tangent_projector.)"""
         return ((q <= self._clip_lower + 1e-12) & (dq < 0.0)) | ((q >= self._clip_upper - 1e-12) & (dq > 0.0))
 
-    def tangent_projector(self, Q, dQ, scale, P=None):
+    def swing_limits(self, Q):
+        """The swings of Q (K, n) resting on their limit ellipse: [(var index pairs (m, 2), outward normals
+        (K, m, 2), on the limit (K, m))] for the models that have any (the geometry of tangent_projector,
+        computed once per configuration)."""
+        out = []
+        for m in self.models:
+            found = m.limit_normals(Q) if hasattr(m, "limit_normals") else None
+            if found is not None and found[2].any():
+                out.append(found)
+        return out
+
+    def tangent_projector(self, Q, dQ, scale, P=None, limits=None):
         """Projectors onto the steps that slide along the swing limits Q rests on and dQ pushes against,
         in variables scaled by ``scale`` (steps dq = scale * du): ``I - sum n n^T`` with n the unit normal
         of each such limit in u. (K, n, n) for a batch, (n, n) for one q; None when no limit is active.
         Solving the damped least squares within this subspace keeps the step a descent direction, which
         trimming the normal part off the full step does not. ``P``: a projector from an earlier call, whose
-        limits stay in (the active set only grows)."""
+        limits stay in (the active set only grows); ``limits``: ``swing_limits(Q)`` if already known."""
         single = np.ndim(Q) == 1
         Q2, dQ2 = np.atleast_2d(Q), np.atleast_2d(dQ)
         if P is not None:
             P = np.array(P, dtype=float).reshape(len(Q2), self.n, self.n)
-        for m in self.models:
-            found = m.limit_normals(Q2, dQ2) if hasattr(m, "limit_normals") else None
-            if found is None or not found[2].any():
+        for idx, N, near in (self.swing_limits(Q2) if limits is None else limits):
+            push = np.sum(np.stack([dQ2[:, idx[:, 0]], dQ2[:, idx[:, 1]]], axis=-1) * N, axis=-1)
+            active = near & (push > 0.0)
+            if not active.any():
                 continue
-            idx, N, active = found
             if P is None:
                 P = np.broadcast_to(np.eye(self.n), (len(Q2), self.n, self.n)).copy()
             rows, joints = np.nonzero(active)
