@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..solvers import BoneJoint, FreeJoint, Tree
-from ..solvers.joints import bone_rotation, bone_values
-from ..solvers.rotations import exp_so3, log_so3
+from ..solvers.joints import bone_rotation
+from ..solvers.rotations import exp_so3
 
 ROOT_LINK = "__armature__"
 
@@ -177,14 +177,14 @@ def read_pose(obj, tree, mapping):
             world_scale[name] = float(obj.pose.bones[name].scale[1]) * inherited
             if name in mapping.stretch:
                 q[mapping.stretch[name]] = world_scale[name]
-    for name, joint in mapping.joints.items():
-        M = basis[order[name]]
-        R = M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0)  # drop pose scale from the rotation
-        idx = mapping.variables[name]
-        if name in mapping.free_root:
-            q[idx] = np.concatenate([M[:3, 3], log_so3(R)])
-        elif len(idx):
-            q[idx] = bone_values(joint, R)
+    rows = np.array([order[name] for name in mapping.bones])
+    links = np.array([tree.link_index[name] for name in mapping.bones])
+    M = basis[rows]
+    R = np.broadcast_to(np.eye(3), (1, len(tree.link_names), 3, 3)).copy()
+    R[0, links] = M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True)  # without pose scale
+    q = tree.values_from_rotations(R, q)[0]  # every bone at once, read as Blender's IK reads them
+    for name in mapping.free_root:
+        q[mapping.variables[name][:3]] = basis[order[name]][:3, 3]
     return tree.project(q)
 
 
@@ -228,18 +228,16 @@ def rotation_path(pose_bone):
 
 
 def limit_violations(tree, mapping, q, tol=1e-3):
-    """How many bones of configuration q, read back from their rotations the way Blender's IK reads them,
-    fall outside their limits by more than ``tol`` (our projection is Blender's clamp, tested)."""
-    values = np.zeros(tree.n)
-    bones = []
-    for name, (R, _) in bone_rotations(tree, mapping, q).items():
-        idx = mapping.variables[name]
-        if name in mapping.free_root or not len(idx):
-            continue
-        values[idx] = bone_values(mapping.joints[name], R)  # bones' variables are disjoint: one projection
-        bones.append(idx)
+    """How many bones of configuration q (or per row of a batch (F, n)), read back from their rotations the
+    way Blender's IK reads them, fall outside their limits by more than ``tol`` (our projection is Blender's
+    clamp, tested)."""
+    Q = np.atleast_2d(np.asarray(q, dtype=float))
+    values = tree.values_from_rotations(tree.joint_rotations(Q), Q)
     moved = np.abs(tree.project(values) - values)
-    return sum(int(np.max(moved[idx]) > tol) for idx in bones)
+    bones = [mapping.variables[name] for name in mapping.bones
+             if name not in mapping.free_root and len(mapping.variables[name])]
+    counts = sum((moved[:, idx].max(axis=1) > tol).astype(int) for idx in bones) if bones else np.zeros(len(Q), int)
+    return int(counts[0]) if np.ndim(q) == 1 else counts
 
 
 def bone_scales(mapping, q):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..solvers import Displacement, solve, track
 from .armature import (
-    RigError, bone_rotations, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
+    RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
 )
 from .goals import ANGULAR_KINDS, goal_objectives, settings_tree
 
@@ -273,7 +273,6 @@ class Baker:
         self.anim_Q.append(q_anim)
         self.errors.append([res.errors[i] for i in self.goal_index])
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
-        self.violations.append(limit_violations(tree, mapping, res.q))
         self.solve_ms.append((t2 - t1) * 1e3)
         self.frame_ms.append((t2 - t0) * 1e3)
         return len(self.Q) == len(self.frames)
@@ -316,25 +315,23 @@ class Baker:
     def _channels(self, bones):
         """{(data path, index, group): values per frame} for the moved bones, continuous over frames."""
         out = {}
-        poses = [bone_rotations(self.tree, self.mapping, q) for q in self.Q]
+        Q = np.array(self.Q)
+        rotations = self.tree.joint_rotations(Q)  # (frames, links, 3, 3), every bone at once
         scales = [bone_scales(self.mapping, q) for q in self.Q] if self.mapping.stretch else None
         for name in bones:
             pb = self.obj.pose.bones[name]
             path, mode = rotation_path(pb), pb.rotation_mode
             previous = self.start_values[name]
-            rot, loc = [], []
-            for pose in poses:
-                R, location = pose[name]
+            rot = []
+            for R in rotations[:, self.tree.link_index[name]]:
                 previous = rotation_channel(mode, R, previous)
                 rot.append(previous)
-                if location is not None:
-                    loc.append(location)
+            loc = Q[:, self.mapping.variables[name][:3]] if name in self.mapping.free_root else []
             rot = np.array(rot)
             base = f'pose.bones["{name}"].'
             for i in range(rot.shape[1]):
                 out[(base + path, i, name)] = rot[:, i]
-            if loc:
-                loc = np.array(loc)
+            if len(loc):
                 for i in range(3):
                     out[(base + "location", i, name)] = loc[:, i]
             if scales is not None and name in scales[0]:
@@ -379,6 +376,7 @@ class Baker:
         """Write the keys of every solved frame in bulk and keep the report with the action."""
         from bpy_extras import anim_utils
 
+        self.violations = list(limit_violations(self.tree, self.mapping, np.array(self.Q)))  # all frames at once
         bones = self._moved_bones()
         channels = self._channels(bones)
         action, slot, source, backup = self._destination()

@@ -254,6 +254,26 @@ class ScalarModel(_Model):
         rotational[v[rot]] = True
         linear[..., v[self.prismatic], :] = dirs[..., self.prismatic, :]
 
+    def values_from_rotations(self, R, out):
+        """The variables for joint rotations R (P, m, 3, 3), read as Blender reads a one-axis bone
+        (ComputeTwist about Y, EulerAngleFromMatrix about X or Z); prismatic joints are left alone."""
+        rot = ~self.prismatic
+        main = np.argmax(np.abs(self.axes), axis=1)
+        aligned = np.abs(self.axes[np.arange(len(self)), main]) == 1.0
+        for a in (0, 1, 2):
+            sel = rot & aligned & (main == a)
+            if sel.any():
+                Ra = R[:, sel]
+                val = compute_twist(Ra) if a == 1 else euler_angles_from_matrices(Ra, a)
+                out[:, self.vars[sel, 0]] = val * np.sign(self.axes[sel, a])
+        other = rot & ~aligned
+        if other.any():  # any other axis k: the angle of R about k
+            Ro = R[:, other]
+            vee = np.stack([Ro[..., 2, 1] - Ro[..., 1, 2], Ro[..., 0, 2] - Ro[..., 2, 0], Ro[..., 1, 0] - Ro[..., 0, 1]], -1)
+            tr = Ro[..., 0, 0] + Ro[..., 1, 1] + Ro[..., 2, 2]
+            out[:, self.vars[other, 0]] = np.arctan2(0.5 * np.sum(vee * self.axes[other], -1), 0.5 * (tr - 1.0))
+        return self.vars[rot, 0]
+
     def bounds(self, lower, upper):
         for j, v in zip(self.joints, self.vars[:, 0]):
             if j.kind == "continuous":
@@ -287,6 +307,10 @@ class BallModel(_Model):
             omega[..., idx, :] = cols[..., :, k]
             origin[..., idx, :] = o
             rotational[idx] = True
+
+    def values_from_rotations(self, R, out):
+        out[:, self.vars] = log_so3(R)
+        return self.vars.ravel()
 
     def bounds(self, lower, upper):
         lower[self.vars] = -np.pi
@@ -380,6 +404,20 @@ class SwingTwistModel(_Model):
             omega[..., idx, :] = (Rpre @ np.broadcast_to(cols[a], Rpre.shape[:-1])[..., None])[..., 0]
             origin[..., idx, :] = o
             rotational[idx] = True
+
+    def values_from_rotations(self, R, out):
+        """Blender's reading of a bone's basis (IK_QSegment::SetBasis), for all joints at once."""
+        twist = compute_twist(R)
+        swing = R @ axis_rotation(1, -twist)  # RemoveTwist
+        if self.elbow:
+            a = 0 if 0 in self.col else 2
+            values = {a: euler_angles_from_matrices(swing, a), 1: twist}
+        else:
+            sv = log_so3(swing)
+            values = {0: sv[..., 0], 1: twist, 2: sv[..., 2]}
+        for a, k in self.col.items():
+            out[:, self.vars[:, k]] = values[a]
+        return self.vars.ravel()
 
     def bounds(self, lower, upper):
         for a, k in self.col.items():
@@ -515,6 +553,10 @@ class FreeModel(_Model):
             origin[..., idx, :] = o
             rotational[idx] = True
 
+    def values_from_rotations(self, R, out):
+        out[:, self.vars[:, 3:]] = log_so3(R)
+        return self.vars[:, 3:].ravel()
+
     def bounds(self, lower, upper):
         lower[self.vars[:, :3]], upper[self.vars[:, :3]] = -np.inf, np.inf
         lower[self.vars[:, 3:]], upper[self.vars[:, 3:]] = -np.pi, np.pi
@@ -620,6 +662,15 @@ def euler_angle_from_matrix(R, axis):
     if t > 16.0 * 1e-20:
         return float(-np.arctan2(R[1, 2], R[2, 2]) if axis == 0 else -np.arctan2(R[0, 1], R[0, 0]))
     return float(-np.arctan2(-R[2, 1], R[1, 1]) if axis == 0 else 0.0)
+
+
+def euler_angles_from_matrices(R, axis):
+    """euler_angle_from_matrix for a batch (..., 3, 3) -> (...)."""
+    t = np.sqrt(R[..., 0, 0] ** 2 + R[..., 0, 1] ** 2)
+    regular = t > 16.0 * 1e-20
+    if axis == 0:
+        return np.where(regular, -np.arctan2(R[..., 1, 2], R[..., 2, 2]), -np.arctan2(-R[..., 2, 1], R[..., 1, 1]))
+    return np.where(regular, -np.arctan2(R[..., 0, 1], R[..., 0, 0]), 0.0)
 
 
 def bone_rotation(joint, values):

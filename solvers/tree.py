@@ -238,6 +238,27 @@ class Tree:
             world[:, lvl] = world[:, self.parent[lvl]] @ local[:, lvl]
         return world
 
+    def joint_rotations(self, Q):
+        """(P, L, 3, 3) the rotation each link's joint adds (identity for fixed joints and the root): a
+        bone's pose rotation in its rest frame."""
+        Q, _ = self._as_batch(Q)
+        R = np.broadcast_to(np.eye(3), (Q.shape[0], len(self.link_names), 3, 3)).copy()
+        for m in self.models:
+            if hasattr(m, "values_from_rotations"):  # the rotating models (not stretch)
+                R[:, m.frames] = m.motion(Q)[..., :3, :3]
+        return R
+
+    def values_from_rotations(self, R, Q=None):
+        """Inverse of joint_rotations: (P, n) configurations whose rotation variables are read from R
+        (P, L, 3, 3) the way Blender's IK reads bones; other variables (translations, stretch) are taken from
+        Q (default zero)."""
+        R = np.asarray(R, dtype=float)
+        out = np.zeros((R.shape[0], self.n)) if Q is None else np.array(Q, dtype=float).reshape(-1, self.n).copy()
+        for m in self.models:
+            if hasattr(m, "values_from_rotations"):
+                m.values_from_rotations(R[:, m.frames], out)
+        return out
+
     def fk(self, q):
         """{link name: 4x4 world matrix} for one configuration."""
         W = self.fk_batch(np.asarray(q, dtype=float)[None])[0]

@@ -358,3 +358,25 @@ def test_nearest_projection_has_blenders_feasible_set(limits):
         s = _swing_quaternion_xz(np.array([q[0], q[2]]))
         if np.hypot(q[0], q[2]) < 3.0:  # no wrap to the other side of 180 degrees
             assert np.linalg.norm(s0 - s) <= np.linalg.norm(s1 - s) + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rotations_of_all_joints_at_once_match_each_bones_own(seed):
+    """joint_rotations / values_from_rotations (batched, used by the rig bridge) agree with bone_rotation
+    and bone_values (Blender's reading of one bone) joint by joint, and invert each other."""
+    from fullbody_ik.solvers.joints import bone_rotation, bone_values
+
+    tree = random_tree(seed, n_links=10, kinds=["bone", "revolute", "continuous", "fixed", "prismatic"],
+                       free_root=seed % 2 == 0)
+    Q = tree.random_configurations(seed, 4)
+    R = tree.joint_rotations(Q)
+    V = tree.values_from_rotations(R, Q)
+    for p in range(len(Q)):
+        for i, j in enumerate(tree.link_joint):
+            if isinstance(j, BoneJoint):
+                idx = tree.joint_vars[j.name]
+                idx = idx[: len(idx) - (j.stretch > 0)]
+                Rb = bone_rotation(j, Q[p, idx])
+                assert np.allclose(Rb, R[p, i], atol=1e-12)
+                assert np.allclose(bone_values(j, Rb), V[p, idx], atol=1e-9)
+    assert np.allclose(tree.joint_rotations(V), R, atol=1e-9)
