@@ -256,8 +256,11 @@ class Baker:
             res = track(tree, objectives, seed, self.time_limit, rng, first=True, method=self.method,
                         **self.options_solver)
         else:
+            # stall=3: when the goals' error stops falling (the continuity goal holds them just short of
+            # their tolerance, or a dead end), hand over to the polish below instead of using up the budget.
+            stall = {"stall": 3} if self.method in ("lm", "nullspace") else {}
             res = solve(tree, objectives, seed, method=self.method, time_limit=self.time_limit, rng=rng,
-                        restarts=False, **self.options_solver)
+                        restarts=False, **stall, **self.options_solver)
             if not res.success:
                 # The continuity goal pulls against the goals, or the previous answer led into a dead end:
                 # carry on without it, from where it led, restarting near the best answer if need be.
