@@ -212,7 +212,7 @@ def _worker_command(file, args, output):
 
     binary = getattr(bpy.app, "binary_path", "")
     if binary and os.path.basename(binary).lower().startswith("blender"):
-        cmd = [binary, "-b", file, "--factory-startup", "-c", "fullbody_ik", "bake"]
+        cmd = [binary, "-b", file, "-c", "fullbody_ik", "bake"]  # the user's extensions: ours is one
     else:
         cmd = [sys.executable, "-m", "fullbody_ik", "bake", file]
     cmd += ["--output", output, "--json", "--step", str(args.step), "--thin", repr(args.thin),

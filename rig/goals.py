@@ -37,6 +37,8 @@ def target_matrix(obj, goal):
 def goal_objectives(obj, goals, tree, mapping, q_start):
     """Objectives for the enabled goals; a RigError names the first goal that cannot be used."""
     objectives = []
+    # Tolerances and distances are world lengths; the tree lives in the armature's (uniformly scaled) space.
+    unit = 1.0 / max(float(np.linalg.norm(np.array(obj.matrix_world)[:3, 0])), 1e-12)
     for number, goal in enumerate(goals, start=1):
         if not goal.enabled:
             continue
@@ -48,7 +50,7 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
             raise RigError(f"{where}): bone {goal.bone!r} not found in {obj.name!r} (deleted or renamed?)")
         bone = obj.data.bones[goal.bone]
         offset = (0.0, bone.length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
-        tol = goal.tolerance if goal.kind not in ANGULAR_KINDS else max(goal.tolerance, 1e-3)
+        tol = goal.tolerance * unit if goal.kind not in ANGULAR_KINDS else max(goal.tolerance, 1e-3)
         common = dict(weight=goal.weight, priority=goal.priority)
         if goal.kind == "JOINT_VALUE":
             name = f"{goal.bone}.{goal.joint_axis.lower()}"
@@ -70,7 +72,7 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
             objectives.append(LookAt(goal.bone, T[:3, 3], axis=AXIS_VECTORS[goal.look_at_axis], tolerance=tol,
                                      **common))
         elif goal.kind == "DISTANCE":
-            objectives.append(Distance(goal.bone, goal.min_distance, point=offset, other_point=T[:3, 3],
+            objectives.append(Distance(goal.bone, goal.min_distance * unit, point=offset, other_point=T[:3, 3],
                                        tolerance=tol, **common))
     if not any(not isinstance(o, Displacement) for o in objectives):
         raise RigError("no enabled goal: add one for a bone (Add Goal) or enable one")

@@ -238,3 +238,11 @@ def test_bake_keys_the_scale_of_stretching_bones(scene):
     paths = {fc.data_path for fc in channelbag(obj).fcurves}
     assert 'pose.bones["b0"].scale' in paths
     assert max(tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1)) < 2e-4
+
+
+def test_tolerances_are_world_lengths_on_a_scaled_armature(scene):
+    obj, target = scene
+    obj.scale = (3.0, 3.0, 3.0)  # the target circle is now well inside the arm's reach
+    obj.fullbody_ik.goals[0].tolerance = 1e-4
+    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+    assert max(tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1)) <= 1.05e-4
