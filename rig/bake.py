@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..solvers import Displacement, solve, track
+from ..solvers.blas import single_thread_blas
 from .armature import (
     RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
 )
@@ -290,6 +291,10 @@ class Baker:
 
     def run(self, progress=None, should_cancel=None):
         """Bake every frame and write the keys; None when ``should_cancel()`` said stop (nothing written)."""
+        with single_thread_blas():  # tiny linear algebra all along: threads cost more than they bring
+            return self._run(progress, should_cancel)
+
+    def _run(self, progress, should_cancel):
         try:
             while not self.step():
                 if progress is not None:
