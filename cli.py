@@ -114,6 +114,17 @@ def default_output(path, output_dir=None):
     return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_baked.blend")
 
 
+def _check_writable(path, what):
+    """UsageError unless a file can be written at path (its folder exists or can be made, and is writable)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot write {what} {path}: {e.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"cannot write {what} {path}: the folder is not writable")
+
+
 def _find_armature(bpy, name):
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
     if name:
@@ -172,6 +183,9 @@ def run_bake(args, inside_blender=False):
         if not source and not args.output:
             raise UsageError("no .blend file loaded: give one, or --output")
     output = args.output or default_output(source)
+    _check_writable(output, "the output")
+    if args.report:
+        _check_writable(args.report, "the report")
     obj = _find_armature(bpy, args.armature)
     scene = bpy.context.scene
     if obj.name not in scene.objects:
@@ -193,12 +207,13 @@ def run_bake(args, inside_blender=False):
         report = Baker(scene, obj, options).run(progress=progress)
     except RigError as e:
         raise Failure(str(e)) from None
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     with _stdout_to_stderr():
-        bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(output), copy=True)
+        try:
+            bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(output), copy=True)
+        except RuntimeError as e:
+            raise Failure(f"cannot save {output}: {str(e).strip()}") from None
     result = {"file": source, "output": output, "report": report.to_dict()}
     if args.report:
-        os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
         report.plot(args.report)
         result["report_png"] = args.report
     log(report.text())

@@ -83,9 +83,16 @@ def test_bad_arguments_exit_non_zero_and_write_nothing(scene_file, tmp_path, arg
     assert not out.exists()
 
 
-def test_missing_file_and_broken_scenes(tmp_path):
+def test_missing_file_and_broken_scenes(tmp_path, scene_file):
     proc = run("bake", tmp_path / "nope.blend", "--output", tmp_path / "out.blend")
     assert proc.returncode == 2 and "no such file" in proc.stderr
+    (tmp_path / "text.blend").write_text("not a blend file")
+    proc = run("bake", tmp_path / "text.blend", "--output", tmp_path / "out.blend")
+    assert proc.returncode == 1 and "cannot open" in proc.stderr and not (tmp_path / "out.blend").exists()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    proc = run("bake", scene_file, "--frames", "1-3", "--output", blocker / "out.blend")  # its folder is a file
+    assert proc.returncode == 2 and "cannot write the output" in proc.stderr
     for breakage, message in (("target deleted", "was deleted"), ("nan", "NaN or infinite key")):
         path = save_scene(tmp_path / f"{breakage.replace(' ', '_')}.blend", breakage)
         out = tmp_path / "out.blend"
