@@ -21,7 +21,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--budget-ms", type=float, default=16.0)
-    ap.add_argument("--methods", default="lm,memetic,nullspace")
+    ap.add_argument("--methods", default="lm,memetic,memetic+lm,nullspace")
     args = ap.parse_args()
     import bpy
 
@@ -42,7 +42,9 @@ def main():
         head = obj.fullbody_ik.goals[4]
         head.target.location = np.array(head.target.location) + np.array([0.0, -2.0, 0.0])
         s = obj.fullbody_ik.settings
-        s.method, s.time_limit = method, args.budget_ms / 1e3
+        s.method, s.time_limit = method.split("+")[0], args.budget_ms / 1e3
+        if method == "memetic+lm":  # the memetic solver with LM exploitation (the Exploitation setting)
+            s.exploit = "LM"
         P, size = look_at_perspective((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
         start = np.array(obj.fullbody_ik.goals[0].target.matrix_world.translation)
         mouse = to_screen(P, size, start)[:2]

@@ -39,7 +39,8 @@ class FULLBODY_IK_OT_solver_preset_add(AddPresetBase, bpy.types.Operator):
     preset_subdir = PRESET_SUBDIR
     preset_defines = ["settings = bpy.context.active_object.fullbody_ik.settings"]
     preset_values = ["settings.method", "settings.time_limit", "settings.population", "settings.elites",
-                     "settings.seed", "settings.free_root", "settings.use_limit_rotation"]
+                     "settings.exploit", "settings.seed", "settings.free_root", "settings.use_limit_rotation",
+                     "settings.use_stretch"]
 
 
 class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
@@ -100,6 +101,7 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
             row = box.row(align=True)
             row.prop(s, "population")
             row.prop(s, "elites")
+            box.prop(s, "exploit")
         row = box.row(align=True)
         row.prop(s, "seed")
         row.prop(s, "free_root")

@@ -20,7 +20,7 @@ from ..solvers.blas import single_thread_blas
 from .armature import (
     RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
 )
-from .goals import ANGULAR_KINDS, goal_objectives, settings_tree
+from .goals import ANGULAR_KINDS, goal_objectives, settings_tree, solver_options
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -217,9 +217,7 @@ class Baker:
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
         self.labels = [_goal_label(enabled[i]) for i in self.goal_index]
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS else "m" for i in self.goal_index]
-        self.options_solver = {}
-        if self.method == "memetic":
-            self.options_solver = {k: v for k, v in (("population", s.population), ("elites", s.elites)) if v}
+        self.options_solver = solver_options(s) if self.method == s.method else {}
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
         self.solve_ms, self.frame_ms = [], []
         self.start_values = {}

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..solvers import Position, solve
 from .armature import RigError, read_pose, write_pose
-from .goals import cached_tree, goal_bones, goal_objectives
+from .goals import cached_tree, goal_bones, goal_objectives, solver_options
 
 
 def look_at_perspective(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
@@ -122,7 +122,8 @@ class DragSession:
         objectives = self._objectives(world)
         q0 = read_pose(self.obj, self.tree, self.mapping)
         s = self.settings
-        self.last = solve(self.tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed)
+        self.last = solve(self.tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed,
+                          **solver_options(s))
         write_pose(self.obj, self.tree, self.mapping, self.last.q)
         return self.last
 

@@ -130,6 +130,15 @@ def settings_tree(obj):
     return cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj), s.use_stretch)
 
 
+def solver_options(settings):
+    """Method-specific options from the armature's solver settings."""
+    if settings.method != "memetic":
+        return {}
+    options = {k: v for k, v in (("population", settings.population), ("elites", settings.elites)) if v}
+    options["exploit"] = "lm" if settings.exploit == "LM" else "lbfgsb"
+    return options
+
+
 def solve_pose(obj):
     """Solve the armature's goals from its current pose and write the result into the pose bones.
 
@@ -139,10 +148,7 @@ def solve_pose(obj):
     tree, mapping = settings_tree(obj)
     q0 = read_pose(obj, tree, mapping)
     objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
-    options = {}
-    if s.method == "memetic":
-        options = {k: v for k, v in (("population", s.population), ("elites", s.elites)) if v}
-    result = solve(tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed, **options)
+    result = solve(tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed, **solver_options(s))
     write_pose(obj, tree, mapping, result.q)
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),

@@ -105,6 +105,21 @@ def test_remove_and_reorder_goals(rig):
     assert [g.bone for g in props.goals] == ["hand.L", "hand.R"]
 
 
+def test_memetic_with_lm_exploitation_solves_a_rig(rig):
+    obj = rig
+    select_bone(obj, "hand.L")
+    bpy.ops.fullbody_ik.goal_add(kind="POSITION")
+    goal = obj.fullbody_ik.goals[0]
+    goal.target.location.z += 0.1
+    s = obj.fullbody_ik.settings
+    s.method, s.exploit, s.time_limit = "memetic", "LM", 0.5
+    from fullbody_ik.rig.goals import solver_options
+
+    assert solver_options(s)["exploit"] == "lm"
+    assert bpy.ops.fullbody_ik.solve() == {"FINISHED"}
+    assert np.linalg.norm(tip(obj, "hand.L") - np.array(goal.target.location)) < 1e-3
+
+
 def test_solver_presets_are_installed_and_apply(rig):
     import os
 
