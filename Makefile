@@ -35,8 +35,9 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.table1
 	$(PY) -m fullbody_ik.benchmarks.table2
 	$(PY) -m fullbody_ik.benchmarks.memetic_study
-	$(PY) -m fullbody_ik.benchmarks.drag_step
+	$(PY) -m fullbody_ik.benchmarks.drag_step --steps 60 --budget-ms 16
 	$(PY) -m fullbody_ik.benchmarks.tracking
+	$(PY) -m fullbody_ik.benchmarks.bake
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 
