@@ -64,7 +64,7 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
-    if max_restarts and method == "lm" and options.get("starts", 8) > 1 and not nearby:
+    if max_restarts and method == "lm" and (options.get("starts") or 2) > 1 and not nearby:
         # With restarts allowed, LM runs several searches at once (vectorized), replacing stalled ones.
         q, message = lm.run_multistart(problem, q0, budget, rng=rng, **options)
         return problem.result(q, method, budget, message)
