@@ -8,6 +8,7 @@ import bpy
 from bl_operators.presets import AddPresetBase
 
 from ..registration import register_classes, unregister_classes
+from ..rig.bake import report_summary
 
 PRESET_SUBDIR = os.path.join("fullbody_ik", "solver")
 BUNDLED_PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "solver")
@@ -114,6 +115,12 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row.operator("fullbody_ik.drag", icon="VIEW_PAN")
         row = layout.row(align=True)
         row.operator("fullbody_ik.bake", icon="ACTION")
+        ad = context.active_object.animation_data
+        lines = report_summary(ad.action if ad is not None else None)
+        if lines:
+            col = layout.column(align=True)
+            for line in lines:
+                col.label(text=line)
 
 
 def install_presets():

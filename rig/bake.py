@@ -414,6 +414,23 @@ def keep_report(action, report):
     text.write(report.text() + "\n")
 
 
+def report_summary(action):
+    """Short lines about the bake report kept on an action (for the sidebar), or [] when it has none."""
+    text = action.get(REPORT_PROPERTY) if action is not None else None
+    if not text:
+        return []
+    try:
+        report = json.loads(text)
+        s = report["summary"]
+        lines = [f"Baked {s['frames']} frames, {s['solved_frames']} with every goal met"]
+        if s.get("max_error_mm") is not None:
+            lines.append(f"Position error: mean {s['mean_error_mm']:.2f} mm, max {s['max_error_mm']:.2f} mm")
+        lines.append(f"Limit violations: {s['violations']}, {s['ms_per_frame']:.1f} ms per frame")
+        return lines
+    except (ValueError, KeyError, TypeError):
+        return ["The bake report on this action cannot be read"]
+
+
 def bake(scene, obj, options, progress=None, should_cancel=None):
     """Bake ``obj``'s goals over the options' frame range; returns the BakeReport (None if cancelled)."""
     return Baker(scene, obj, options).run(progress, should_cancel)
