@@ -70,7 +70,8 @@ def throughput(bpy, clip, time_limit):
         report = Baker(bpy.context.scene, rig, BakeOptions(first, last)).run()
         seconds = time.perf_counter() - t0
     s = report.summary()
-    return {"frames": s["frames"], "seconds": seconds, "fps": s["frames"] / seconds, "solved_frames": s["solved_frames"],
+    return {"frames": s["frames"], "seconds": seconds, "fps": s["frames"] / seconds,
+            "solved_frames": s["solved_frames"],
             "mean_error_mm": s["mean_error_mm"], "p95_error_mm": s["p95_error_mm"], "max_error_mm": s["max_error_mm"],
             "violations": s["violations"], "solve_ms": s["solve_ms_per_frame"], "frame_ms": s["ms_per_frame"],
             "keys": report.keys}

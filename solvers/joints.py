@@ -269,7 +269,8 @@ class ScalarModel(_Model):
         other = rot & ~aligned
         if other.any():  # any other axis k: the angle of R about k
             Ro = R[:, other]
-            vee = np.stack([Ro[..., 2, 1] - Ro[..., 1, 2], Ro[..., 0, 2] - Ro[..., 2, 0], Ro[..., 1, 0] - Ro[..., 0, 1]], -1)
+            vee = np.stack([Ro[..., 2, 1] - Ro[..., 1, 2], Ro[..., 0, 2] - Ro[..., 2, 0],
+                            Ro[..., 1, 0] - Ro[..., 0, 1]], -1)
             tr = Ro[..., 0, 0] + Ro[..., 1, 1] + Ro[..., 2, 2]
             out[:, self.vars[other, 0]] = np.arctan2(0.5 * np.sum(vee * self.axes[other], -1), 0.5 * (tr - 1.0))
         return self.vars[rot, 0]
@@ -429,43 +430,37 @@ class SwingTwistModel(_Model):
                 lower[idx] = -np.pi
                 upper[idx] = np.pi
 
-    def _limit_value(self, S, signs):
-        """Per joint: 1 on the swing limit, < 1 inside (ellipse per quadrant, or the one limited range)."""
-        xz = _swing_quaternion_xz(S)
-        x, z = xz[..., 0], xz[..., 1]
-        lim_x = np.where(signs[..., 0] < 0, -self.swing_lo[:, 0], self.swing_hi[:, 0])
-        lim_z = np.where(signs[..., 1] < 0, -self.swing_lo[:, 1], self.swing_hi[:, 1])
-        lim_x, lim_z = np.maximum(lim_x, 1e-9), np.maximum(lim_z, 1e-9)
-        both = self.limited[:, 0] & self.limited[:, 2]
-        ellipse = (x / lim_x) ** 2 + (z / lim_z) ** 2
-        single = np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z)
-        return np.where(both, ellipse, single)
-
     def limit_normals(self, Q):
         """Swings resting on their limit: (var index pairs (m, 2), outward normals in (sx, sz) (K, m, 2) or
         None, on the limit (K, m)); None when this model has no swing limits."""
-        if self.elbow or not (self.limited[:, 0] | self.limited[:, 2]).any() or not {0, 2} <= set(self.col):
+        if self.elbow or not {0, 2} <= set(self.col):
             return None
-        idx = np.stack([self.vars[:, self.col[0]], self.vars[:, self.col[2]]], axis=-1)
+        if not hasattr(self, "_normal_setup"):  # what does not depend on Q, once
+            swing_limited = self.limited[:, 0] | self.limited[:, 2]
+            idx = np.stack([self.vars[:, self.col[0]], self.vars[:, self.col[2]]], axis=-1)
+            self._normal_setup = (swing_limited.any(), swing_limited, idx, self.limited[:, 0] & self.limited[:, 2])
+        any_limited, swing_limited, idx, both = self._normal_setup
+        if not any_limited:
+            return None
         S = self._swing_vars(Q)
-        xz = _swing_quaternion_xz(S)
-        signs = np.sign(xz)
-        g = self._limit_value(S, signs)
-        near = (g >= 1.0 - 1e-6) & (self.limited[:, 0] | self.limited[:, 2])
+        theta = np.sqrt(S[..., 0] ** 2 + S[..., 1] ** 2)[..., None]
+        small = theta < 1e-9
+        a = np.where(small, 0.5, np.sin(0.5 * theta) / np.where(small, 1.0, theta))
+        xz = S * a  # the swing quaternion's (x, z), as _swing_quaternion_xz
+        x, z = xz[..., 0], xz[..., 1]
+        sx, sz = np.sign(x), np.sign(z)
+        lim_x = np.maximum(np.where(sx < 0, -self.swing_lo[:, 0], self.swing_hi[:, 0]), 1e-9)
+        lim_z = np.maximum(np.where(sz < 0, -self.swing_lo[:, 1], self.swing_hi[:, 1]), 1e-9)
+        g = np.where(both, (x / lim_x) ** 2 + (z / lim_z) ** 2,
+                     np.where(self.limited[:, 0], np.abs(x) / lim_x, np.abs(z) / lim_z))  # 1 on the limit
+        near = (g >= 1.0 - 1e-6) & swing_limited
         if not near.any():
             return idx, None, near
         # Gradient of the limit value in xz (ellipse per quadrant, or the one limited range) ...
-        x, z = xz[..., 0], xz[..., 1]
-        lim_x = np.maximum(np.where(signs[..., 0] < 0, -self.swing_lo[:, 0], self.swing_hi[:, 0]), 1e-9)
-        lim_z = np.maximum(np.where(signs[..., 1] < 0, -self.swing_lo[:, 1], self.swing_hi[:, 1]), 1e-9)
-        both = self.limited[:, 0] & self.limited[:, 2]
-        gx = np.where(both, 2 * x / lim_x**2, np.where(self.limited[:, 0], signs[..., 0] / lim_x, 0.0))
-        gz = np.where(both, 2 * z / lim_z**2, np.where(self.limited[:, 0], 0.0, signs[..., 1] / lim_z))
+        gx = np.where(both, 2 * x / lim_x**2, np.where(self.limited[:, 0], sx / lim_x, 0.0))
+        gz = np.where(both, 2 * z / lim_z**2, np.where(self.limited[:, 0], 0.0, sz / lim_z))
         gxz = np.stack([gx, gz], axis=-1)
         # ... chained through xz = u sin(theta / 2), u = S / theta: d xz / dS = a (I - u u^T) + b u u^T.
-        theta = np.linalg.norm(S, axis=-1, keepdims=True)
-        small = theta < 1e-9
-        a = np.where(small, 0.5, np.sin(0.5 * theta) / np.where(small, 1.0, theta))
         b = 0.5 * np.cos(0.5 * theta)
         u = np.where(small, 0.0, S / np.where(small, 1.0, theta))
         grad = a * gxz + (b - a) * u * np.sum(u * gxz, axis=-1, keepdims=True)

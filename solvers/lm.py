@@ -171,8 +171,9 @@ def default_starts(n):
 def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=1e-3, backtracks=4, stall=5,
                    damping_scale=1.0, **_):
     """Several LM searches at once (:class:`BatchLM`): the seed and ``starts - 1`` random feasible
-    configurations (default: default_starts(n)). The first search that meets every objective wins; a search that stalls (its unmet error
-    fell by less than 1 % over ``stall`` iterations) or cannot descend is replaced by a new random start.
+    configurations (default: default_starts(n)). The first search that meets every objective wins; a search
+    that stalls (its unmet error fell by less than 1 % over ``stall`` iterations) or cannot descend is
+    replaced by a new random start.
     """
     tree = problem.tree
     rng = np.random.default_rng(rng)

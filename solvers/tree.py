@@ -281,7 +281,8 @@ class Tree:
     def held(self, q, dq):
         """(..., n) bools: box-bounded variables resting on a bound that a step dq pushes outward; solvers hold
         them and solve for the rest. (Holding swings on their ellipse the same way was measured to hurt:
-        tracking errors grew from 15 to 126 mm on CMU 02_03; swings slide along their limit instead: tangent_projector.)"""
+        tracking errors grew from 15 to 126 mm on CMU 02_03; swings slide along their limit instead:
+        tangent_projector.)"""
         return ((q <= self._clip_lower + 1e-12) & (dq < 0.0)) | ((q >= self._clip_upper - 1e-12) & (dq > 0.0))
 
     def swing_limits(self, Q):
@@ -312,7 +313,7 @@ class Tree:
             if not active.any():
                 continue
             if P is None:
-                P = np.broadcast_to(np.eye(self.n), (len(Q2), self.n, self.n)).copy()
+                P = np.tile(np.eye(self.n), (len(Q2), 1, 1))
             rows, joints = np.nonzero(active)
             a, b = idx[joints, 0], idx[joints, 1]
             fresh = P[rows, a, a] > 1.0 - 1e-12  # not already sliding along this limit
