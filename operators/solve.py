@@ -37,6 +37,10 @@ class FULLBODY_IK_OT_solve(bpy.types.Operator):
         level = {"INFO"} if result.success else {"WARNING"}
         self.report(level, f"{'Solved' if result.success else 'Best effort'}: {len(result.moved_bones)} bones, "
                            f"largest goal error {worst:.2g}, {result.elapsed * 1e3:.1f} ms ({result.message})")
+        if result.unmodeled:
+            more = f" (and {len(result.unmodeled) - 2} more)" if len(result.unmodeled) > 2 else ""
+            self.report({"WARNING"}, "The pose shown may differ from the solved one: "
+                                     + "; ".join(result.unmodeled[:2]) + more)
         return {"FINISHED"}
 
 

@@ -39,6 +39,7 @@ class RigMapping:
     stretch: dict = field(default_factory=dict)  # bone name -> index into q of its IK stretch (scale)
     parent: dict = field(default_factory=dict)  # bone name -> parent bone in the tree (or None)
     inherits_scale: dict = field(default_factory=dict)  # bone name -> takes its parent's scale
+    unmodeled: list = field(default_factory=list)  # "bone: what of it the solve does not model", for warnings
 
     def all_variables(self, name):
         """Every variable of a bone: rotation (and location) and stretch."""
@@ -160,8 +161,25 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
             variables[name] = idx
     mapping = RigMapping(obj.name, [b.name for b in bones], by_name, variables, frozenset(free), stretching,
                          {b.name: b.parent.name if b.parent is not None else None for b in bones},
-                         {b.name: b.inherit_scale in INHERIT_SCALE for b in bones})
+                         {b.name: b.inherit_scale in INHERIT_SCALE for b in bones},
+                         unmodeled_settings(obj, bones, use_limit_rotation))
     return tree, mapping
+
+
+def unmodeled_settings(obj, bones, use_limit_rotation=False):
+    """What moves these bones in Blender but is not part of the solve (so the pose Blender shows can differ
+    from the solved one): constraints, and bones that do not inherit their parent's rotation."""
+    out = []
+    for bone in bones:
+        pb = obj.pose.bones[bone.name]
+        if bone.parent is not None and not bone.use_inherit_rotation:
+            out.append(f"{bone.name}: does not inherit its parent's rotation")
+        active = [c for c in pb.constraints if c.enabled and c.influence > 0.0
+                  and not (use_limit_rotation and c.type == "LIMIT_ROTATION")]
+        if active:
+            out.append(f"{bone.name}: {', '.join(c.type.replace('_', ' ').lower() for c in active[:3])} "
+                       "constraint(s) act after the solve")
+    return out
 
 
 def read_pose(obj, tree, mapping):

@@ -57,6 +57,7 @@ class BakeReport:
     keys: int = 0
     keys_before_thinning: int = 0
     seconds: float = 0.0
+    warnings: list = field(default_factory=list)  # what of the rig the solve does not model
 
     def summary(self):
         linear = [i for i, u in enumerate(self.units) if u == "m"]
@@ -82,6 +83,7 @@ class BakeReport:
             "armature": self.armature, "method": self.method, "source_action": self.source_action,
             "action": self.action, "backup_action": self.backup_action, "bones": self.bones, "keys": self.keys,
             "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
+            "warnings": self.warnings,
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
                           "success": [bool(s) for s in self.success], "violations": self.violations.tolist(),
@@ -110,6 +112,9 @@ class BakeReport:
         for i, (g, u) in enumerate(zip(self.goals, self.units)):
             e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
             lines.append(f"    {g}: mean {e.mean():.3f}, max {e.max():.3f} {'mm' if u == 'm' else 'deg'}")
+        if self.warnings:
+            lines.append("  the pose Blender shows may differ from the solved one:")
+            lines += [f"    {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def plot(self, path):
@@ -399,7 +404,7 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)),
                             np.array(self.success, dtype=bool), np.array(self.violations, dtype=int),
                             np.array(self.solve_ms), np.array(self.frame_ms), source, action.name, backup, bones,
-                            keys, before, time.perf_counter() - self.started)
+                            keys, before, time.perf_counter() - self.started, list(self.mapping.unmodeled))
         keep_report(action, report)
         return report
 

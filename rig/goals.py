@@ -96,7 +96,9 @@ def _fingerprint(obj, free_root, use_limit_rotation=False, use_stretch=True):
         settings.append((pb.name, pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z, pb.use_ik_limit_x, pb.use_ik_limit_y,
                          pb.use_ik_limit_z, pb.ik_min_x, pb.ik_max_x, pb.ik_min_y, pb.ik_max_y, pb.ik_min_z,
                          pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z, pb.ik_stretch,
-                         obj.data.bones[pb.name].use_connect, obj.data.bones[pb.name].inherit_scale))
+                         obj.data.bones[pb.name].use_connect, obj.data.bones[pb.name].inherit_scale,
+                         obj.data.bones[pb.name].use_inherit_rotation,
+                         tuple((c.type, c.enabled, c.influence > 0.0) for c in pb.constraints)))
         if use_limit_rotation:
             settings.append(tuple((c.enabled, c.influence, c.owner_space, c.use_limit_x, c.min_x, c.max_x,
                                    c.use_limit_y, c.min_y, c.max_y, c.use_limit_z, c.min_z, c.max_z)
@@ -150,6 +152,7 @@ def solve_pose(obj):
     objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
     result = solve(tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed, **solver_options(s))
     write_pose(obj, tree, mapping, result.q)
+    result.unmodeled = mapping.unmodeled
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

@@ -258,3 +258,18 @@ def test_ik_stretch_reaches_beyond_the_chain_as_blenders_ik_does():
     c.target, c.chain_count, c.use_stretch = empty, 3, True
     bpy.context.view_layer.update()
     assert np.linalg.norm(np.array(obj.pose.bones["hand.L"].tail) - target) < 1e-2
+
+
+def test_what_the_solve_does_not_model_is_named():
+    """Constraints on solved bones and bones that do not inherit rotation change what Blender shows: the
+    mapping names them (the operators warn), and only for the bones being solved."""
+    obj = metarig()
+    tree, mapping = build_tree(obj, bones={"hand.L"})
+    assert mapping.unmodeled == []
+    obj.pose.bones["forearm.L"].constraints.new("COPY_ROTATION")
+    obj.data.bones["upper_arm.L"].use_inherit_rotation = False
+    obj.pose.bones["foot.R"].constraints.new("COPY_ROTATION")  # not on the chain to hand.L
+    tree, mapping = build_tree(obj, bones={"hand.L"})
+    assert any(m.startswith("forearm.L: copy rotation") for m in mapping.unmodeled)
+    assert any(m.startswith("upper_arm.L: does not inherit") for m in mapping.unmodeled)
+    assert not any(m.startswith("foot.R") for m in mapping.unmodeled)
