@@ -80,7 +80,9 @@ def wrap_angle(a):
 def wrap_rotation_vector(v):
     """Same rotation, norm <= pi: keeps the exponential map away from its singularity at 2 pi."""
     n = np.linalg.norm(v, axis=-1, keepdims=True)
-    over = n > np.pi
+    # A hair above pi is left alone: at exactly pi both signs are the same rotation, and flipping one a
+    # rounding error past it would hand a swing limit the other sign (the projection must be idempotent).
+    over = n > np.pi + 1e-9
     if not np.any(over):
         return v
     safe = np.where(over, n, 1.0)
@@ -485,8 +487,11 @@ class SwingTwistModel(_Model):
         S = self._swing_vars(Q)  # (P, m, 2)
         S = wrap_rotation_vector(S)  # same swing, angle <= pi: Blender's swing quaternion has w >= 0
         xz = _swing_quaternion_xz(S)
-        xz = swing_clamp(xz, self.swing_lo, self.swing_hi, self.limited[:, [0, 2]], nearest=self.nearest)
-        S = _swing_from_quaternion_xz(xz)
+        clamped = swing_clamp(xz, self.swing_lo, self.swing_hi, self.limited[:, [0, 2]], nearest=self.nearest)
+        # Only swings the clamp moved go back through arcsin (near 180 degrees its round trip alone moves a
+        # swing by ~1e-8: a feasible swing must come out exactly as it went in).
+        moved = np.any(clamped != xz, axis=-1, keepdims=True)
+        S = np.where(moved, _swing_from_quaternion_xz(clamped), S)
         for a, k in ((0, 0), (2, 1)):
             if a in self.col:
                 Q[:, self.vars[:, self.col[a]]] = S[..., k]
