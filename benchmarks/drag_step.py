@@ -26,6 +26,7 @@ def main():
     import bpy
 
     import fullbody_ik
+    from fullbody_ik.rig import read_pose
     from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
 
     rows, out = [], {}
@@ -49,23 +50,28 @@ def main():
         start = np.array(obj.fullbody_ik.goals[0].target.matrix_world.translation)
         mouse = to_screen(P, size, start)[:2]
         session = DragSession(obj, P, size, mouse)
-        times, ok = [], []
+        times, ok, jumps = [], [], []
+        previous = read_pose(obj, session.tree, session.mapping)
         for k in range(args.steps):  # a loop 60 px wide, 40 px high
             a = 2 * np.pi * k / args.steps
             t0 = time.perf_counter()
             res = session.move(mouse + np.array([60.0 * np.sin(a), 40.0 * (1 - np.cos(a))]))
             times.append(time.perf_counter() - t0)
             ok.append(res.success)
+            jumps.append(float(np.max(np.abs(res.q - previous))))  # the largest joint change of the step
+            previous = res.q
         session.confirm()
         times, ok = np.array(times) * 1e3, np.array(ok)
         out[method] = {"median_ms": float(np.median(times)), "p95_ms": float(np.percentile(times, 95)),
                        "success_rate": float(ok.mean()), "variables": session.tree.n,
+                       "max_jump_rad": float(np.max(jumps)), "median_jump_rad": float(np.median(jumps)),
                        "bones_solved": len(session.mapping.bones)}
         rows.append([method, session.tree.n, f"{np.median(times):.1f}", f"{np.percentile(times, 95):.1f}",
-                     f"{100 * ok.mean():.0f} %"])
+                     f"{100 * ok.mean():.0f} %", f"{np.max(jumps):.2f}", f"{np.median(jumps):.3f}"])
         fullbody_ik.unregister()
     print(f"Drag step, Rigify human metarig, six goals, {args.steps} steps, budget {args.budget_ms:.0f} ms")
-    print(table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met"]))
+    print(table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met", "largest joint jump (rad)",
+                       "median jump"]))
     write("drag_step", {"budget_ms": args.budget_ms, "steps": args.steps, "results": out},
           f"python -m fullbody_ik.benchmarks.drag_step --steps {args.steps} --budget-ms {args.budget_ms:g}")
 

@@ -97,11 +97,12 @@ def section():
                      f"{b['seconds_1_job']:.1f} s, 2 jobs {b['seconds_2_jobs']:.1f} s: {b['speedup']:.2f}x.")
     r = load("drag_step")
     if r:
-        rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %"]
-                for m, d in r["results"].items()]
+        rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %",
+                 f"{d.get('max_jump_rad', float('nan')):.2f}"] for m, d in r["results"].items()]
         parts.append(f"**Drag step, Rigify human metarig, six goals** (`{r['command']}`, {r['machine']['date']}; "
                      f"budget {r['budget_ms']:g} ms, aim: median <= 16 ms).\n\n"
-                     + table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met"]))
+                     + table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met",
+                                    "largest joint jump per step (rad)"]))
     r = load("memetic_study")
     if r:
         rows = [[tree, k, f"{v:.3g}"] for tree, ms in r["measures"].items() for k, v in ms.items()]

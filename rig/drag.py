@@ -8,7 +8,7 @@ drive a session with synthetic mouse positions and view matrices; the modal oper
 
 import numpy as np
 
-from ..solvers import Position, solve
+from ..solvers import Position, track
 from .armature import RigError, read_pose, write_pose
 from .goals import cached_tree, goal_bones, goal_objectives, solver_options
 
@@ -122,7 +122,9 @@ class DragSession:
         objectives = self._objectives(world)
         q0 = read_pose(self.obj, self.tree, self.mapping)
         s = self.settings
-        self.last = solve(self.tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed,
+        # From the pose of the last step, restarting near it (not from random poses) while goals are unmet:
+        # the pose under the mouse moves on, it does not jump to another solution.
+        self.last = track(self.tree, objectives, q0, s.time_limit, rng=s.seed, method=s.method,
                           **solver_options(s))
         write_pose(self.obj, self.tree, self.mapping, self.last.q)
         return self.last
