@@ -248,6 +248,11 @@ def run_batch(args):
         raise UsageError("--report is per file: use bake, or read each file's JSON report")
     if args.frames:
         parse_frames(args.frames)
+    outputs = [os.path.abspath(default_output(f, args.output_dir)) for f in args.files]
+    clash = sorted({o for o in outputs if outputs.count(o) > 1})
+    if clash:
+        raise UsageError(f"several files would be saved as {clash[0]}: give files distinct names or leave out "
+                         "--output-dir (each result is then saved beside its file)")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     started = time.perf_counter()
 

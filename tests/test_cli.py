@@ -117,6 +117,16 @@ def test_batch_bakes_in_parallel_and_one_failure_does_not_stop_the_others(tmp_pa
     assert "FAILED" in proc.stderr and "2 of 3 files baked" in proc.stderr
 
 
+def test_batch_refuses_two_files_that_would_be_saved_as_one(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "shot.blend").write_text("")
+    proc = run("batch", "bake", tmp_path / "a" / "shot.blend", tmp_path / "b" / "shot.blend", "--output-dir",
+               tmp_path / "out")
+    assert proc.returncode == 2 and "would be saved as" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_blender_command_handler_bakes_the_open_file(tmp_path):
     """What `blender -b scene.blend -c fullbody_ik bake ...` calls, with the file already open."""
     path = tmp_path / "open.blend"
