@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from fullbody_ik.rig import build_tree, read_pose, write_pose
-from fullbody_ik.rig.armature import bone_rotations
+from fullbody_ik.rig.armature import bone_rotations, rotation_violations
 from fullbody_ik.solvers import BoneJoint, Displacement, Position, solve, track
 from fullbody_ik.solvers.joints import bone_values
 
@@ -86,16 +86,13 @@ def chain_bones(obj):
 
 
 def violations(tree, mapping, locals_):
-    """How many bone rotations fall outside the limits (our projection is Blender's clamp, tested)."""
-    count = 0
-    for name, R in locals_.items():
-        if name not in mapping.joints or not len(mapping.variables[name]):
-            continue
-        q = np.zeros(tree.n)
-        idx = mapping.variables[name]
-        q[idx] = bone_values(mapping.joints[name], R)
-        count += int(np.max(np.abs(tree.project(q)[idx] - q[idx])) > 1e-3)
-    return count
+    """How many bone rotations ({bone: 3x3}) fall outside the limits (our projection is Blender's clamp,
+    tested)."""
+    R = np.broadcast_to(np.eye(3), (1, len(tree.link_names), 3, 3)).copy()
+    for name, rot in locals_.items():
+        if name in mapping.joints:
+            R[0, tree.link_index[name]] = rot
+    return int(rotation_violations(tree, mapping, R)[0])
 
 
 def angle_acceleration(series):

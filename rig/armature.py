@@ -250,12 +250,20 @@ def limit_violations(tree, mapping, q, tol=1e-3):
     way Blender's IK reads them, fall outside their limits by more than ``tol`` (our projection is Blender's
     clamp, tested)."""
     Q = np.atleast_2d(np.asarray(q, dtype=float))
-    values = tree.values_from_rotations(tree.joint_rotations(Q), Q)
+    counts = rotation_violations(tree, mapping, tree.joint_rotations(Q), Q, tol)
+    return int(counts[0]) if np.ndim(q) == 1 else counts
+
+
+def rotation_violations(tree, mapping, R, Q=None, tol=1e-3):
+    """Per row of R (F, L, 3, 3), bone rotations in each link's rest frame (from any solver, Blender's
+    included): how many bones are outside their limits by more than ``tol``."""
+    values = tree.values_from_rotations(R, Q)
     moved = np.abs(tree.project(values) - values)
     bones = [mapping.variables[name] for name in mapping.bones
              if name not in mapping.free_root and len(mapping.variables[name])]
-    counts = sum((moved[:, idx].max(axis=1) > tol).astype(int) for idx in bones) if bones else np.zeros(len(Q), int)
-    return int(counts[0]) if np.ndim(q) == 1 else counts
+    if not bones:
+        return np.zeros(len(R), dtype=int)
+    return sum((moved[:, idx].max(axis=1) > tol).astype(int) for idx in bones)
 
 
 def bone_scales(mapping, q):

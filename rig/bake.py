@@ -227,7 +227,6 @@ class Baker:
         self.solve_ms, self.frame_ms = [], []
         self.start_values = {}
         self.started = time.perf_counter()
-        self.done = False
 
     @property
     def progress(self):
@@ -290,7 +289,6 @@ class Baker:
     def cancel(self):
         """Stop: nothing was written; the scene returns to the frame it was on."""
         self._restore_frame()
-        self.done = True
 
     def run(self, progress=None, should_cancel=None):
         """Bake every frame and write the keys; None when ``should_cancel()`` said stop (nothing written)."""
@@ -399,7 +397,6 @@ class Baker:
             before += len(frames)
             keys += write_keys(fc, frames, values, self.options.thin)
         self._restore_frame()
-        self.done = True
         report = BakeReport(self.obj.name, self.method, self.frames, self.labels, self.units,
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)),
                             np.array(self.success, dtype=bool), np.array(self.violations, dtype=int),

@@ -265,8 +265,7 @@ class ScalarModel(_Model):
         for a in (0, 1, 2):
             sel = rot & aligned & (main == a)
             if sel.any():
-                Ra = R[:, sel]
-                val = compute_twist(Ra) if a == 1 else euler_angles_from_matrices(Ra, a)
+                val = blender_bone_angles(R[:, sel], (a,))[a]
                 out[:, self.vars[sel, 0]] = val * np.sign(self.axes[sel, a])
         other = rot & ~aligned
         if other.any():  # any other axis k: the angle of R about k
@@ -410,14 +409,7 @@ class SwingTwistModel(_Model):
 
     def values_from_rotations(self, R, out):
         """Blender's reading of a bone's basis (IK_QSegment::SetBasis), for all joints at once."""
-        twist = compute_twist(R)
-        swing = R @ axis_rotation(1, -twist)  # RemoveTwist
-        if self.elbow:
-            a = 0 if 0 in self.col else 2
-            values = {a: euler_angles_from_matrices(swing, a), 1: twist}
-        else:
-            sv = log_so3(swing)
-            values = {0: sv[..., 0], 1: twist, 2: sv[..., 2]}
+        values = blender_bone_angles(R, self.free)
         for a, k in self.col.items():
             out[:, self.vars[:, k]] = values[a]
         return self.vars.ravel()
@@ -656,16 +648,8 @@ def compute_twist(R):
     return 2.0 * np.arctan2(R[..., 0, 2] - R[..., 2, 0], R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2] + 1.0)
 
 
-def euler_angle_from_matrix(R, axis):
-    """Blender's EulerAngleFromMatrix (IK_Math.h) for a hinge about X (0) or Z (2)."""
-    t = np.sqrt(R[0, 0] ** 2 + R[0, 1] ** 2)
-    if t > 16.0 * 1e-20:
-        return float(-np.arctan2(R[1, 2], R[2, 2]) if axis == 0 else -np.arctan2(R[0, 1], R[0, 0]))
-    return float(-np.arctan2(-R[2, 1], R[1, 1]) if axis == 0 else 0.0)
-
-
 def euler_angles_from_matrices(R, axis):
-    """euler_angle_from_matrix for a batch (..., 3, 3) -> (...)."""
+    """Blender's EulerAngleFromMatrix (IK_Math.h) for a hinge about X (0) or Z (2); R (..., 3, 3) -> (...)."""
     t = np.sqrt(R[..., 0, 0] ** 2 + R[..., 0, 1] ** 2)
     regular = t > 16.0 * 1e-20
     if axis == 0:
@@ -690,24 +674,29 @@ def bone_rotation(joint, values):
     return exp_so3(np.array([v.get(0, 0.0), 0.0, v.get(2, 0.0)])) @ axis_rotation(1, v.get(1, 0.0))
 
 
+def blender_bone_angles(R, axes):
+    """Blender's reading of a bone's basis (IK_QSegment::SetBasis) for free ``axes`` (not a ball joint):
+    twist by ComputeTwist, the rest as hinge angle (one axis, or the elbow's) or swing. R (..., 3, 3) ->
+    {axis: angle (...)}."""
+    twist = compute_twist(R)
+    if len(axes) == 1:
+        a = axes[0]
+        return {a: twist if a == 1 else euler_angles_from_matrices(R, a)}
+    swing = R @ axis_rotation(1, -twist)  # RemoveTwist
+    if tuple(axes) in ((0, 1), (1, 2)):  # elbow
+        a = 0 if 0 in axes else 2
+        return {a: euler_angles_from_matrices(swing, a), 1: twist}
+    s = log_so3(swing)
+    return {0: s[..., 0], 1: twist, 2: s[..., 2]}
+
+
 def bone_values(joint, R):
-    """The variables of a BoneJoint for a pose rotation R, read the way Blender's IK reads a bone's basis
-    (IK_QSegment::SetBasis: twist by ComputeTwist, the rest as swing or hinge angle)."""
+    """The variables of a BoneJoint for a pose rotation R, read the way Blender's IK reads a bone's basis."""
     axes = bone_free_axes(joint)
     R = np.asarray(R, dtype=float)
     if not axes:
         return np.zeros(0)
     if bone_is_ball(joint):
         return log_so3(R)
-    twist = float(compute_twist(R))
-    swing = R @ axis_rotation(1, -twist)  # RemoveTwist
-    if len(axes) == 1:
-        a = axes[0]
-        return np.array([twist if a == 1 else euler_angle_from_matrix(R, a)])
-    if axes in ((0, 1), (1, 2)):
-        a = 0 if 0 in axes else 2
-        v = {a: euler_angle_from_matrix(swing, a), 1: twist}
-        return np.array([v[k] for k in axes])
-    s = log_so3(swing)
-    v = {0: s[0], 1: twist, 2: s[2]}
-    return np.array([v[k] for k in axes])
+    v = blender_bone_angles(R, axes)
+    return np.array([float(v[k]) for k in axes])

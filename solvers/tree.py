@@ -434,15 +434,7 @@ class State:
         The first call computes one Jacobian; from the second on, every link's at once (several goals)."""
         point = np.asarray(point, dtype=float)
         self._jacobian_calls += 1
-        if self.tree.has_stretch:
-            J = self.link_jacobians()[..., link, :, :].copy()
-            d = point - self.world[..., link, :3, 3]
-            J[..., :3, :] += np.swapaxes(cross(np.swapaxes(J[..., 3:, :], -1, -2), d[..., None, :]), -1, -2)
-            k = np.flatnonzero(self.tree.stretch_links == link)
-            if len(k):  # a point on a stretching bone moves with its scale: d (p - head) / ds = (p - head) / s
-                J[..., :3, self.tree.stretch_vars[k[0]]] += d / self.stretch()[..., k[0], None]
-            return J
-        if self._links_J is None and self._jacobian_calls == 1:
+        if self._links_J is None and self._jacobian_calls == 1 and not self.tree.has_stretch:
             omega, linear, origin, rotational = self.generators()
             lin = cross(omega, point[..., None, :] - origin)
             if self._translations:
@@ -456,8 +448,11 @@ class State:
         d = point - self.world[..., link, :3, 3]
         if d.any():  # v_p = v_o + omega x (p - o)
             J[..., :3, :] += np.swapaxes(cross(np.swapaxes(J[..., 3:, :], -1, -2), d[..., None, :]), -1, -2)
+        if self.tree.has_stretch:
+            k = np.flatnonzero(self.tree.stretch_links == link)
+            if len(k):  # a point on a stretching bone moves with its scale: d (p - head) / ds = (p - head) / s
+                J[..., :3, self.tree.stretch_vars[k[0]]] += d / self.stretch()[..., k[0], None]
         return J
-
 
 class BatchState(State):
     """The state of P configurations: ``q`` (P, n), ``world`` (P, L, 4, 4)."""
