@@ -16,9 +16,7 @@ is applied between waves.
 import time
 
 import numpy as np
-from scipy.optimize import minimize as scipy_minimize
-
-from . import lm
+from . import lbfgsb, lm
 from .tree import BatchState
 
 
@@ -48,31 +46,28 @@ class Fitness:
             L = np.nan_to_num(L, nan=1e150, posinf=1e150)  # a Distance inside its sphere: worst, not NaN
         return np.sqrt(np.sum(self.weights * L * L, axis=-1) / self.k)
 
-    def squared_with_gradient(self, q):
+    def squared_with_gradient(self, Q):
         """Omega^2 and its gradient (eq. 21 with analytic derivatives; Omega^2 has Omega's minimizers and
-        no kink at zero)."""
-        state = self.problem.state(q)
+        no kink at zero), for one configuration (float, (n,)) or a batch ((P,), (P, n))."""
+        f, g, _ = self.evaluate(Q)
+        return f, g
+
+    def evaluate(self, Q):
+        """(Omega^2, its gradient, every objective met) of one configuration or of a batch (one FK)."""
+        Q = np.asarray(Q, dtype=float)
+        state = self.problem.state(Q) if Q.ndim == 1 else BatchState(self.tree, Q)
         objs = self.problem.objectives
-        L = np.concatenate([o.losses(state) for o in objs])
+        L = np.concatenate([o.losses(state) for o in objs], axis=-1)
         if not np.all(np.isfinite(L)):
             L = np.nan_to_num(L, nan=1e150, posinf=1e150)
-        G = np.vstack([o.loss_jacobian(state) for o in objs])
+        G = np.concatenate([o.loss_jacobian(state) for o in objs], axis=-2)  # (..., k, n)
         wL = self.weights * L
-        return float(wL @ L) / self.k, (2.0 / self.k) * (wL @ G)
-
-
-def _lbfgsb(fun_and_grad, x0, bounds, maxiter, budget):
-    """scipy's L-BFGS-B (eq. 22), stopped at the solve's deadline (the callback raises StopIteration)."""
-    best = [x0]
-
-    def stop_at_deadline(intermediate_result):
-        best[0] = intermediate_result.x
-        if budget.past_deadline():
-            raise StopIteration
-
-    res = scipy_minimize(fun_and_grad, x0, jac=True, method="L-BFGS-B", bounds=bounds, callback=stop_at_deadline,
-                         options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-14})
-    return res.x if res.x is not None else best[0]
+        f = np.sum(wL * L, axis=-1) / self.k
+        g = (2.0 / self.k) * (wL[..., None, :] @ G)[..., 0, :]
+        met = np.ones(Q.shape[:-1], dtype=bool)
+        for o in objs:
+            met = met & o.satisfied(state)
+        return (float(f), g, bool(met)) if Q.ndim == 1 else (f, g, met)
 
 
 def _extinction(phi):
@@ -109,27 +104,24 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
         raise ValueError("memetic: the population needs at least 3 individuals")
     span = tree.span()
     fit = Fitness(problem)
-    lbfgs_bounds = list(zip(np.where(np.isfinite(tree._clip_lower), tree._clip_lower, None),
-                            np.where(np.isfinite(tree._clip_upper), tree._clip_upper, None)))
     iters = int(exploit_iterations or (3 if exploit == "lm" else 40))
 
     blm = lm.BatchLM(problem) if exploit == "lm" else None
 
     def exploit_elites(X_elite):
-        """Eq. 22's x' for every elite: L-BFGS-B one elite at a time, or LM on all of them at once."""
+        """Eq. 22's x' for every elite, all elites at once: L-BFGS-B runs in lockstep with their evaluations
+        batched (the paper gives each elite a thread), or LM iterations on the residuals. Also returns
+        the index of an elite that met every objective (the solve is then over), or None."""
         if blm is not None:  # a measured alternative (see benchmarks): LM iterations on the residuals
             ev = blm.evaluate(X_elite)
             for _ in range(iters):
-                if budget.past_deadline():
+                if budget.past_deadline() or ev[3].any():
                     break
                 X_elite, ev, _ = blm.step(X_elite, ev)
-            return X_elite
-        out = X_elite.copy()
-        for e in range(len(out)):
-            if budget.past_deadline():
-                break  # the time limit also cuts a generation short; the solution is kept
-            out[e] = tree.project(_lbfgsb(fit.squared_with_gradient, out[e], lbfgs_bounds, iters, budget))
-        return out
+            return X_elite, (int(np.flatnonzero(ev[3])[0]) if ev[3].any() else None)
+        X_out, _, done = lbfgsb.minimize_batch(fit.evaluate, X_elite, tree._clip_lower, tree._clip_upper, iters,
+                                               deadline=budget.past_deadline)
+        return tree.project(X_out), done
 
     def initialise(first):
         X = np.vstack([first[None], tree.random_configurations(rng, P - 1)])  # eq. 16
@@ -153,7 +145,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
         # Exploitation of the elites (eq. 21-22).
         elite_improved = False
         t_exploit = time.perf_counter()
-        X_new = exploit_elites(X[:E].copy())
+        X_new, solved = exploit_elites(X[:E].copy())
         phi_new = fit.batch(X_new)
         better = phi_new < phi[:E]
         if better.any():
@@ -161,6 +153,12 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit="lb
             G[:E][better] = rng.random((int(better.sum()), n)) * G[:E][better] + (X_new - X[:E])[better]
             X[:E][better], phi[:E][better] = X_new[better], phi_new[better]
         clock["exploitation"] += time.perf_counter() - t_exploit
+        if solved is not None:  # an elite meets every objective: it is the answer
+            candidate = X_new[solved]
+            if problem.satisfied(problem.state(candidate)):
+                best_q, best_phi = candidate.copy(), phi_new[solved]
+                message = "every objective within tolerance"
+                break
         # Offspring, in waves (eq. 17, 19, 20, 23).
         t_offspring = time.perf_counter()
         X_off, G_off, phi_off = [], [], []

@@ -9,6 +9,7 @@ from fullbody_ik.solvers import (
     Displacement, Distance, JointFunction, JointValue, LookAt, Orientation, Pose, Position, Tree,
 )
 from fullbody_ik.solvers.rotations import exp_so3
+from fullbody_ik.solvers.objectives.base import point_on
 from fullbody_ik.solvers.tree import BatchState
 
 
@@ -115,6 +116,26 @@ def test_loss_gradients_match_finite_differences(seed):
         G_fd = numeric_jacobian(lambda x: obj.losses(tree.state(x)), q)
         assert G.shape == (L.shape[-1], tree.n)
         assert np.allclose(G, G_fd, atol=1e-5 * max(1.0, np.abs(G_fd).max())), type(obj).__name__
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_loss_gradients_match_single(seed):
+    """The memetic exploitation evaluates its elites together: batched loss gradients, row by row equal to
+    the single ones (objectives of every kind, a Distance barrier inside its sphere for one row)."""
+    rng = np.random.default_rng(seed + 30)
+    tree = random_tree(seed, n_links=8, free_root=seed % 2 == 0)
+    Q = tree.random_configurations(rng, 5) * 0.9
+    tip = tree.link_names[-1]
+    inside = point_on(tree.state(Q[0]), tree.link(tip), np.zeros(3))
+    objs = objectives_for(tree, rng) + [Distance(tip, 0.5, other_point=inside),
+                                        Displacement(np.zeros(tree.n), weight=0.1)]
+    batch = BatchState(tree, Q)
+    for obj in objs:
+        G = obj.loss_jacobian(batch)
+        assert G.shape == (5, obj.losses(batch).shape[-1], tree.n), type(obj).__name__
+        for p in range(5):
+            assert np.allclose(G[p], obj.loss_jacobian(tree.state(Q[p])), atol=1e-10), type(obj).__name__
+    assert np.all(Distance(tip, 0.5, other_point=inside).loss_jacobian(batch)[0] == 0.0)
 
 
 @pytest.mark.parametrize("seed", range(4))

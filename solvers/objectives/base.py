@@ -45,19 +45,20 @@ class Objective:
         return self.error(state)[..., None]
 
     def loss_jacobian(self, state):
-        """(c, n) gradients of ``losses`` for one state (the memetic exploitation's analytic gradient).
+        """(..., c, n) gradients of ``losses`` (the memetic exploitation's analytic gradient), for one state
+        or a batch.
 
         Default: the loss is the error, a function of |r|: d loss = f'(|r|) (r / |r|)^T J.
         """
         r = self.residual(state)
-        norm = float(np.linalg.norm(r))
-        if norm < 1e-300:
-            return np.zeros((1, state.tree.n))
-        return (self._error_slope(norm) * (r / norm) @ self.jacobian(state))[None, :]
+        norm = np.sqrt(np.sum(r * r, axis=-1))
+        u = np.where(norm[..., None] > 1e-300, r / np.maximum(norm, 1e-300)[..., None], 0.0)
+        u = u * self._error_slope(norm)[..., None]
+        return u[..., None, :] @ self.jacobian(state)
 
     @staticmethod
     def _error_slope(norm):
-        return 1.0
+        return np.ones_like(norm)
 
     # -- shared ----------------------------------------------------------------------------------
     def residual(self, state):

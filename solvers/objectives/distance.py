@@ -67,7 +67,7 @@ class Distance(Objective):
             return np.where(gap > 0.0, 1.0 / np.where(gap > 0.0, gap, 1.0), np.inf)[..., None]
 
     def loss_jacobian(self, state):
-        gap = -float(self.constraint(state))
-        if gap <= 0.0:
-            return np.zeros((1, state.tree.n))  # infinite loss: no useful gradient
-        return (self.constraint_gradient(state) / gap**2)[None, :]  # d(1/gap) = -d gap / gap^2, d gap = -d g
+        gap = -self.constraint(state)
+        inside = gap <= 0.0  # infinite loss: no useful gradient
+        scale = np.where(inside, 0.0, 1.0 / np.where(inside, 1.0, gap) ** 2)
+        return (self.constraint_gradient(state) * np.asarray(scale)[..., None])[..., None, :]  # d(1/gap) = -d gap / gap^2

@@ -42,7 +42,7 @@ class Displacement(Objective):
         return np.sum(np.abs(self.residual(state)), axis=-1)[..., None]  # eq. 15: sum |x*_i - x_i|
 
     def loss_jacobian(self, state):
-        return (np.sign(self.residual(state)) @ self.jacobian(state))[None, :]
+        return np.sign(self.residual(state))[..., None, :] @ self.jacobian(state)
 
 
 class JointValue(Objective):

@@ -15,15 +15,21 @@ def position_loss(state, link, p, d):
 
 
 def position_loss_gradient(state, link, p, d, J_d, J_p):
-    """Gradient of position_loss given the gradients of d (J_d, (n,)) and of p (J_p, (3, n))."""
+    """Gradient of position_loss given the gradients of d (J_d, (..., n)) and of p (J_p, (..., 3, n))."""
     L = state.tree.chain_length(link)
-    lam = float(np.linalg.norm(p))
-    J_lam = (p / lam) @ J_p if lam > 1e-300 else np.zeros(J_p.shape[1])
+    lam = np.sqrt(np.sum(p * p, axis=-1))
+    J_lam = (p / np.maximum(lam, 1e-300)[..., None])[..., None, :] @ J_p  # (..., 1, n); zero when p = 0
     s = (L + d) * (lam + d) + 1e-300
     # f = pi d s^-1/2;  df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
     f_d = np.pi * (s ** -0.5 - 0.5 * d * s ** -1.5 * (L + lam + 2 * d))
     f_lam = -0.5 * np.pi * d * s ** -1.5 * (L + d)
-    return f_d * J_d + f_lam * J_lam
+    return np.asarray(f_d)[..., None] * J_d + np.asarray(f_lam)[..., None] * J_lam[..., 0, :]
+
+
+def _unit(v):
+    """(v / |v|, |v|) over the last axis; zero where v is zero."""
+    n = np.sqrt(np.sum(v * v, axis=-1))
+    return np.where(n[..., None] > 1e-300, v / np.maximum(n, 1e-300)[..., None], 0.0), n
 
 
 class Position(Objective):
@@ -53,11 +59,10 @@ class Position(Objective):
         return position_loss(state, self._link(state, self.link), p, d)[..., None]
 
     def loss_jacobian(self, state):
-        p, r = self.point(state), self.residual(state)
-        d = float(np.linalg.norm(r))
+        p, (u, d) = self.point(state), _unit(self.residual(state))
         J = self.jacobian(state)
-        J_d = (r / d) @ J if d > 1e-300 else np.zeros(state.tree.n)
-        return position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J)[None, :]
+        J_d = (u[..., None, :] @ J)[..., 0, :]
+        return position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J)[..., None, :]
 
 
 class Orientation(Objective):
@@ -81,6 +86,13 @@ class Orientation(Objective):
 
     def losses(self, state):
         return self.error(state)[..., None]  # eq. 15: 2 acos(|q_X . q_Y|), the rotation angle
+
+    def loss_jacobian(self, state):
+        """d theta = (phi / theta)^T J_l^-1 omega = (phi / theta)^T omega: phi = log(R R_d^T) is an
+        eigenvector of J_l^-1 (and of its transpose) with eigenvalue 1."""
+        i = self._link(state, self.link)
+        u, _ = _unit(self.residual(state))
+        return u[..., None, :] @ state.point_jacobian(i, state.world[..., i, :3, 3])[..., 3:, :]
 
 
 class Pose(Objective):
@@ -125,14 +137,15 @@ class Pose(Objective):
         return np.concatenate([self.position.losses(state), self.orientation.losses(state)], axis=-1)
 
     def loss_jacobian(self, state):
-        J = self.jacobian(state)  # one geometric Jacobian for both losses
-        p, r = self.position.point(state), self.position.residual(state)
-        d = float(np.linalg.norm(r))
-        J_d = (r / d) @ J[:3] if d > 1e-300 else np.zeros(state.tree.n)
-        ro = self.orientation.residual(state)
-        theta = float(np.linalg.norm(ro))
-        J_theta = (ro / theta) @ J[3:] if theta > 1e-300 else np.zeros(state.tree.n)
-        return np.vstack([position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J[:3]), J_theta])
+        i = self._link(state, self.link)
+        p = self.position.point(state)
+        J = state.point_jacobian(i, p)  # one geometric Jacobian for both losses
+        u, d = _unit(self.position.residual(state))
+        J_d = (u[..., None, :] @ J[..., :3, :])[..., 0, :]
+        w, _ = _unit(self.orientation.residual(state))
+        J_theta = (w[..., None, :] @ J[..., 3:, :])[..., 0, :]  # as Orientation.loss_jacobian
+        J_pos = position_loss_gradient(state, i, p, d, J_d, J[..., :3, :])
+        return np.stack([J_pos, J_theta], axis=-2)
 
 
 class LookAt(Objective):
@@ -179,4 +192,4 @@ class LookAt(Objective):
 
     @staticmethod
     def _error_slope(norm):
-        return 1.0 / np.sqrt(max(1.0 - 0.25 * norm * norm, 1e-12))  # d/dn 2 asin(n / 2)
+        return 1.0 / np.sqrt(np.maximum(1.0 - 0.25 * norm * norm, 1e-12))  # d/dn 2 asin(n / 2)
