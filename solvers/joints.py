@@ -160,6 +160,15 @@ def swing_clamp(xz, lo, hi, limited, nearest=False):
 # Models. Each is built from a list of (frame index, first variable index, joint description).
 
 
+def _as_slice(idx):
+    """A slice equal to the index array idx when it is a run of consecutive integers (indexing with it gives
+    a view, not a copy), else idx itself."""
+    idx = np.asarray(idx, dtype=int)
+    if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+        return slice(int(idx[0]), int(idx[0]) + len(idx))
+    return idx
+
+
 class _Model:
     nvar = 0
     needs_pre = True  # generators need the joint frame parent_world @ origin
@@ -183,6 +192,9 @@ class _Model:
             len(entries), self.nvar
         )
         self.joints = [e[2] for e in entries]
+        # Views instead of gathers where the indices are a run (serial chains): the hot paths index with these.
+        self.at_frames = _as_slice(self.frames)
+        self.at_vars = _as_slice(self.vars[:, 0]) if self.nvar == 1 else None
 
     def __len__(self):
         return len(self.frames)
@@ -234,22 +246,28 @@ class ScalarModel(_Model):
             pr = self.prismatic[:, None, None]
             self._basis = (O, np.where(pr, O @ E, O @ K4), np.where(pr, 0.0, O @ K4 @ K4))
         O, B, C = self._basis
-        q = Q[:, self.vars[:, 0]]
+        q = Q[:, self.at_vars]
         a = np.where(self.prismatic, q, np.sin(q)) if self.any_prismatic else np.sin(q)
         b = np.where(self.prismatic, 0.0, 1.0 - np.cos(q)) if self.any_prismatic else 1.0 - np.cos(q)
-        out[:, self.frames] = O + a[..., None, None] * B + b[..., None, None] * C
+        M = out[:, self.at_frames] if isinstance(self.at_frames, slice) else np.empty((len(Q),) + O.shape)
+        np.multiply(a[..., None, None], B, out=M)
+        M += O
+        M += b[..., None, None] * C
+        if not isinstance(self.at_frames, slice):
+            out[:, self.frames] = M
 
     needs_pre = False  # the axis is fixed by its own motion: R_pre a = R_world a
 
     def generators(self, q, pre, world, omega, linear, origin, rotational):
         """Motion generators per variable; arrays may carry leading batch dimensions (...)."""
         v = self.vars[:, 0]
-        dirs = (world[..., self.frames, :3, :3] @ self.axes[:, :, None])[..., 0]
-        o = world[..., :3, 3][..., self.frames, :]
+        frames = world[..., self.at_frames, :, :]
+        dirs = (frames[..., :3, :3] @ self.axes[:, :, None])[..., 0]
         if not self.any_prismatic:
-            omega[..., v, :], origin[..., v, :] = dirs, o
+            omega[..., self.at_vars, :], origin[..., self.at_vars, :] = dirs, frames[..., :3, 3]
             rotational[v] = True
             return
+        o = frames[..., :3, 3]
         rot = ~self.prismatic
         omega[..., v[rot], :] = dirs[..., rot, :]
         origin[..., v[rot], :] = o[..., rot, :]

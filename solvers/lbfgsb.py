@@ -93,14 +93,16 @@ def minimize_batch(evaluate, X0, lower, upper, maxiter, deadline=None, m=10, fto
         if not asking or (deadline is not None and deadline()):
             break
         f, g, done = evaluate(np.array([runs[k].x for k in asking]))
-        for k, fk, gk in zip(asking, f, g):
-            runs[k].f, runs[k].g = np.float64(fk), np.array(gk, dtype=np.float64)
-            if fk < best_f[k]:
-                best_f[k], best_x[k] = fk, runs[k].x
-        if np.any(done):  # an evaluated point meets every objective: nothing is left to exploit
-            k = asking[int(np.flatnonzero(done)[0])]
-            best_x[k], best_f[k] = runs[k].x, f[int(np.flatnonzero(done)[0])]
-            return best_x, best_f, k
+        g = np.ascontiguousarray(g, dtype=np.float64)
+        for i, k in enumerate(asking):
+            run = runs[k]
+            run.f, run.g = float(f[i]), g[i]  # setulb reads f and g (a contiguous row) on its next call
+            if run.f < best_f[k]:
+                best_f[k], best_x[k] = run.f, run.x
+        if done.any():  # an evaluated point meets every objective: nothing is left to exploit
+            i = int(np.argmax(done))
+            best_x[asking[i]], best_f[asking[i]] = runs[asking[i]].x, f[i]
+            return best_x, best_f, asking[i]
         active = asking
     return best_x, best_f, None
 

@@ -56,17 +56,17 @@ class Fitness:
         """(Omega^2, its gradient, every objective met) of one configuration or of a batch (one FK)."""
         Q = np.asarray(Q, dtype=float)
         state = self.problem.state(Q) if Q.ndim == 1 else BatchState(self.tree, Q)
-        objs = self.problem.objectives
-        L = np.concatenate([o.losses(state) for o in objs], axis=-1)
+        terms = [o.fitness_terms(state) for o in self.problem.objectives]
+        L = np.concatenate([t[0] for t in terms], axis=-1)
         if not np.all(np.isfinite(L)):
             L = np.nan_to_num(L, nan=1e150, posinf=1e150)
-        G = np.concatenate([o.loss_jacobian(state) for o in objs], axis=-2)  # (..., k, n)
+        G = np.concatenate([t[1] for t in terms], axis=-2)  # (..., k, n)
         wL = self.weights * L
         f = np.sum(wL * L, axis=-1) / self.k
         g = (2.0 / self.k) * (wL[..., None, :] @ G)[..., 0, :]
-        met = np.ones(Q.shape[:-1], dtype=bool)
-        for o in objs:
-            met = met & o.satisfied(state)
+        met = terms[0][2]
+        for t in terms[1:]:
+            met = met & t[2]
         return (float(f), g, bool(met)) if Q.ndim == 1 else (f, g, met)
 
 

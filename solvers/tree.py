@@ -113,6 +113,14 @@ class Tree:
             self.ancestors[i] = self.ancestors[self.parent[i]]
             self.ancestors[i, self.var_link == i] = True
         self._init_stretch()
+        # Per-tree constants of State.generators (the models decide them, not the configuration).
+        self._needs_pre = any(m.needs_pre for m in self.models)
+        probe = np.zeros(self.n, dtype=bool)
+        for m in self.models:
+            m.generators(np.zeros((1, self.n)), np.broadcast_to(np.eye(4), (1, len(names), 4, 4)),
+                         np.broadcast_to(np.eye(4), (1, len(names), 4, 4)), np.zeros((1, self.n, 3)),
+                         np.zeros((1, self.n, 3)), np.zeros((1, self.n, 3)), probe)
+        self._rotational, self._translations = probe, not probe.all()
         # Random restarts and mutation sample stretch within [1/2, 2] (their domain is unbounded above).
         self.sample_lower = np.where(np.isfinite(self.lower), self.lower, -np.pi)
         self.sample_upper = np.where(np.isfinite(self.upper), self.upper, np.pi)
@@ -373,11 +381,12 @@ class State:
         whether the variable rotates (n,)."""
         if self._gen is None:
             t, n, batch = self.tree, self.tree.n, self.q.shape[:-1]
-            omega, linear, origin = np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3))
+            omega, origin = np.zeros(batch + (n, 3)), np.zeros(batch + (n, 3))
+            linear = np.zeros(batch + (n, 3)) if t._translations else omega  # unused when nothing translates
             rotational = np.zeros(n, dtype=bool)
             pre = None
             world = self.rigid_world() if t.has_stretch else self.world  # axes turn, they do not scale
-            if any(m.needs_pre for m in t.models):
+            if t._needs_pre:
                 par = t.parent
                 parent_world = np.where(par[:, None, None] >= 0, world[..., np.maximum(par, 0), :, :],
                                         np.eye(4))
@@ -385,7 +394,7 @@ class State:
             for m in t.models:
                 m.generators(self.q, pre, world, omega, linear, origin, rotational)
             self._gen = (omega, linear, origin, rotational)
-            self._translations = not rotational.all()
+            self._translations = t._translations
         return self._gen
 
     def stretch(self):

@@ -139,6 +139,28 @@ def test_batched_loss_gradients_match_single(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_fused_fitness_terms_equal_losses_gradients_and_satisfied(seed):
+    """fitness_terms (what the memetic exploitation evaluates) is losses, loss_jacobian and satisfied in one
+    pass: batched and single, with offsets, a target met exactly and one half a turn away."""
+    rng = np.random.default_rng(seed + 60)
+    tree = random_tree(seed, n_links=8, free_root=seed % 2 == 1)
+    Q = tree.random_configurations(rng, 4) * 0.9
+    tip = tree.link_names[-1]
+    W = tree.fk(Q[0])[tip]
+    flipped = W[:3, :3] @ exp_so3(np.array([0.0, 0.0, np.pi - 1e-5]))
+    objs = objectives_for(tree, rng) + [
+        Pose(tip, W), Position(tip, W[:3, 3], offset=[0.1, 0.0, 0.0]), Orientation(tip, flipped),
+        Pose(tip, np.block([[flipped, W[:3, 3:]], [np.zeros((1, 3)), np.ones((1, 1))]]), offset=[0, 0.2, 0])]
+    for state in (BatchState(tree, Q), tree.state(Q[0]), tree.state(Q[1])):
+        for obj in objs:
+            L, G, met = obj.fitness_terms(state)
+            assert np.allclose(L, obj.losses(state), atol=1e-12), type(obj).__name__
+            assert np.allclose(G, obj.loss_jacobian(state), atol=1e-9), type(obj).__name__
+            assert np.array_equal(met, obj.satisfied(state)), type(obj).__name__
+    assert Pose(tip, W).fitness_terms(tree.state(Q[0]))[2]
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_batched_jacobians_match_single(seed):
     rng = np.random.default_rng(seed + 7)
     tree = random_tree(seed, n_links=8, free_root=seed % 2 == 0)

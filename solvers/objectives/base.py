@@ -56,6 +56,11 @@ class Objective:
         u = u * self._error_slope(norm)[..., None]
         return u[..., None, :] @ self.jacobian(state)
 
+    def fitness_terms(self, state):
+        """(losses, loss_jacobian, satisfied) together, for one state or a batch: what the memetic
+        exploitation asks of every evaluated point (Cartesian goals compute them fused)."""
+        return self.losses(state), self.loss_jacobian(state), self.satisfied(state)
+
     @staticmethod
     def _error_slope(norm):
         return np.ones_like(norm)

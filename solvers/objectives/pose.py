@@ -26,6 +26,45 @@ def position_loss_gradient(state, link, p, d, J_d, J_p):
     return np.asarray(f_d)[..., None] * J_d + np.asarray(f_lam)[..., None] * J_lam[..., 0, :]
 
 
+def cartesian_terms(state, link, offset=None, position=None, rotation=None):
+    """The memetic fitness terms of a position and/or orientation goal on one link, fused (one point
+    Jacobian, no cached residuals, few array operations: this runs for every evaluated point): (losses
+    (..., c), their gradients (..., c, n), position error d or None, angle theta or None). Equal to losses /
+    loss_jacobian / error (tested)."""
+    W = state.world[..., link, :, :]
+    p = W[..., :3, 3] if offset is None else W[..., :3, 3] + W[..., :3, :3] @ offset
+    J = state.point_jacobian(link, p)
+    c = (position is not None) + (rotation is not None)
+    losses, grads = np.empty(p.shape[:-1] + (c,)), np.empty(p.shape[:-1] + (c, J.shape[-1]))
+    d = theta = None
+    if position is not None:  # eq. 15: pi d / sqrt((L + d)(lambda + d)) and its gradient
+        L = state.tree.chain_length(link)
+        r = p - position
+        both = np.stack([r, p], axis=-2)  # (..., 2, 3): residual and root -> X
+        dl = np.sqrt((both * both).sum(-1))  # (..., 2): d, lambda
+        d, lam = dl[..., 0], dl[..., 1]
+        grads_dl = ((both / np.maximum(dl, 1e-300)[..., None]) @ J[..., :3, :])  # (..., 2, n): grad d, lambda
+        s = (L + d) * (lam + d) + 1e-300
+        root = np.sqrt(s)
+        losses[..., 0] = np.pi * d / root
+        # df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
+        k = (0.5 * np.pi) * d / (s * root)
+        f_dl = np.stack([np.pi / root - k * (L + lam + 2.0 * d), -k * (L + d)], axis=-1)
+        grads[..., 0, :] = (f_dl[..., None, :] @ grads_dl)[..., 0, :]
+    if rotation is not None:
+        M = state.rotation(link) @ rotation.T
+        l = (M - np.swapaxes(M, -1, -2)).reshape(M.shape[:-2] + (9,))[..., [7, 2, 3]]  # vee(M - M^T)
+        ln = np.sqrt((l * l).sum(-1))
+        theta = np.arctan2(ln, np.trace(M, axis1=-2, axis2=-1) - 1.0)  # paper 001 eq. 22
+        if (theta > np.pi - 1e-3).any():  # near pi the axis comes from the symmetric part (log_so3)
+            u, theta = _unit(log_so3(M))
+        else:
+            u = l / np.maximum(ln, 1e-300)[..., None]  # zero when l is
+        losses[..., c - 1] = theta
+        grads[..., c - 1, :] = (u[..., None, :] @ J[..., 3:, :])[..., 0, :]  # as Orientation.loss_jacobian
+    return losses, grads, d, theta
+
+
 def _unit(v):
     """(v / |v|, |v|) over the last axis; zero where v is zero."""
     n = np.sqrt(np.sum(v * v, axis=-1))
@@ -42,6 +81,7 @@ class Position(Objective):
         self.link = link
         self.target = as_point(point_xyz, "Position target")
         self.offset = as_point(offset, "Position offset")
+        self._offset = self.offset if self.offset.any() else None
 
     def point(self, state):
         return point_on(state, self._link(state, self.link), self.offset)
@@ -63,6 +103,10 @@ class Position(Objective):
         J = self.jacobian(state)
         J_d = (u[..., None, :] @ J)[..., 0, :]
         return position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J)[..., None, :]
+
+    def fitness_terms(self, state):
+        L, G, d, _ = cartesian_terms(state, self._link(state, self.link), self._offset, position=self.target)
+        return L, G, d <= self.tolerance
 
 
 class Orientation(Objective):
@@ -93,6 +137,10 @@ class Orientation(Objective):
         i = self._link(state, self.link)
         u, _ = _unit(self.residual(state))
         return u[..., None, :] @ state.point_jacobian(i, state.world[..., i, :3, 3])[..., 3:, :]
+
+    def fitness_terms(self, state):
+        L, G, _, theta = cartesian_terms(state, self._link(state, self.link), rotation=self.target)
+        return L, G, theta <= self.tolerance
 
 
 class Pose(Objective):
@@ -135,6 +183,11 @@ class Pose(Objective):
 
     def losses(self, state):
         return np.concatenate([self.position.losses(state), self.orientation.losses(state)], axis=-1)
+
+    def fitness_terms(self, state):
+        L, G, d, theta = cartesian_terms(state, self._link(state, self.link), self.position._offset,
+                                         self.position.target, self.orientation.target)
+        return L, G, (d <= self.position.tolerance) & (theta <= self.orientation.tolerance)
 
     def loss_jacobian(self, state):
         i = self._link(state, self.link)
