@@ -160,7 +160,7 @@ def swing_clamp(xz, lo, hi, limited, nearest=False):
 # Models. Each is built from a list of (frame index, first variable index, joint description).
 
 
-def _as_slice(idx):
+def index_run(idx):
     """A slice equal to the index array idx when it is a run of consecutive integers (indexing with it gives
     a view, not a copy), else idx itself."""
     idx = np.asarray(idx, dtype=int)
@@ -193,8 +193,8 @@ class _Model:
         )
         self.joints = [e[2] for e in entries]
         # Views instead of gathers where the indices are a run (serial chains): the hot paths index with these.
-        self.at_frames = _as_slice(self.frames)
-        self.at_vars = _as_slice(self.vars[:, 0]) if self.nvar == 1 else None
+        self.at_frames = index_run(self.frames)
+        self.at_vars = index_run(self.vars[:, 0]) if self.nvar == 1 else None
 
     def __len__(self):
         return len(self.frames)

@@ -21,13 +21,17 @@ from .tree import BatchState
 
 
 def default_population(n):
-    """Paper §IV-A: 50-150 individuals; more variables, more individuals."""
-    return int(np.clip(4 * n + 20, 50, 150))
+    """Paper §IV-A: 50-150 individuals; more variables, more individuals. The larger end for small trees
+    too: the batched evaluation makes individuals cheap (measured on four arms, 150 targets each, 5 elites:
+    100 individuals solved 96-99 % within 10 ms, 30 solved 78-96 %)."""
+    return int(np.clip(15 * n, 50, 150))
 
 
 def default_elites(n):
-    """Paper §IV-A: 2-5 elites."""
-    return int(np.clip(2 + n // 12, 2, 5))
+    """Paper §IV-A: 2-5 elites. Five: their L-BFGS-B runs are evaluated together, so more elites cost little
+    and more starts find the goal sooner (measured on four arms, 150 targets each: 2 elites solved 80-85 %
+    within 10 ms, 4 elites 80-97 %, 5 elites 93-99 %)."""
+    return 5
 
 
 class Fitness:

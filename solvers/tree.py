@@ -11,6 +11,7 @@ from .joints import (
     FreeJoint,
     Joint,
     build_models,
+    index_run,
     joint_nvar,
     joint_stiffness,
     joint_var_suffixes,
@@ -107,6 +108,9 @@ class Tree:
             depth[i] = depth[self.parent[i]] + 1
         self.levels = [np.flatnonzero(depth == d) for d in range(1, depth.max() + 1)] if len(names) > 1 else []
         self._serial = all(len(lvl) == 1 for lvl in self.levels)
+        # FK level by level (links are in breadth-first order, so each level is a run of links and, when every
+        # parent has one child in the next level, so are their parents): views, not gathers.
+        self._level_plan = [(index_run(lvl), index_run(self.parent[lvl])) for lvl in self.levels]
         # ancestors[i, v]: variable v moves link i.
         self.ancestors = np.zeros((len(names), self.n), dtype=bool)
         for i in range(1, len(names)):
@@ -232,18 +236,17 @@ class Tree:
             s = stretch_values(Q, self.stretch_vars[self.stretch_children_of])
             local[:, self.stretch_children, :3, :3] /= s[..., None, None]
         world = local
-        if P == 1:  # one configuration: 2-D products link by link beat fancy-indexed levels
-            w, par = world[0], self.parent
-            for i in range(1, L):
-                w[i] = w[par[i]] @ w[i]
+        if P == 1:  # one configuration: 2-D products on views
+            w = world[0]
+            if self._serial:
+                for i in range(1, L):
+                    w[i] = w[i - 1] @ w[i]
+            else:
+                for links, parents in self._level_plan:
+                    w[links] = w[parents] @ w[links]
             return world
-        if self._serial or P * L <= 2048:  # link by link on views: cheaper than gathering levels (measured)
-            par = self.parent
-            for i in range(1, L):
-                world[:, i] = world[:, par[i]] @ world[:, i]
-            return world
-        for lvl in self.levels:
-            world[:, lvl] = world[:, self.parent[lvl]] @ local[:, lvl]
+        for links, parents in self._level_plan:
+            world[:, links] = world[:, parents] @ world[:, links]
         return world
 
     def joint_rotations(self, Q):
