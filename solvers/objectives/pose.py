@@ -39,8 +39,7 @@ def cartesian_terms(state, link, offset=None, position=None, rotation=None):
     d = theta = None
     if position is not None:  # eq. 15: pi d / sqrt((L + d)(lambda + d)) and its gradient
         L = state.tree.chain_length(link)
-        r = p - position
-        both = np.stack([r, p], axis=-2)  # (..., 2, 3): residual and root -> X
+        both = p[..., None, :] - np.array([position, (0.0, 0.0, 0.0)])  # (..., 2, 3): residual and root -> X
         dl = np.sqrt((both * both).sum(-1))  # (..., 2): d, lambda
         d, lam = dl[..., 0], dl[..., 1]
         grads_dl = ((both / np.maximum(dl, 1e-300)[..., None]) @ J[..., :3, :])  # (..., 2, n): grad d, lambda
@@ -49,7 +48,9 @@ def cartesian_terms(state, link, offset=None, position=None, rotation=None):
         losses[..., 0] = np.pi * d / root
         # df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
         k = (0.5 * np.pi) * d / (s * root)
-        f_dl = np.stack([np.pi / root - k * (L + lam + 2.0 * d), -k * (L + d)], axis=-1)
+        f_dl = np.empty(d.shape + (2,))
+        f_dl[..., 0] = np.pi / root - k * (L + lam + 2.0 * d)
+        f_dl[..., 1] = -k * (L + d)
         grads[..., 0, :] = (f_dl[..., None, :] @ grads_dl)[..., 0, :]
     if rotation is not None:
         M = state.rotation(link) @ rotation.T
