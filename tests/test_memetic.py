@@ -94,3 +94,25 @@ def test_time_limit_cuts_generations(iiwa):
     res = solve(iiwa, [Position("lbr_iiwa_link_7", [9.0, 9.0, 9.0])], None, method="memetic", time_limit=0.03,
                 rng=0)
     assert not res.success and res.elapsed < 0.03 + 0.03
+
+
+def test_exploitation_ends_the_solve_when_an_elite_meets_every_objective(iiwa, monkeypatch):
+    """The elites' L-BFGS-B runs are evaluated together, and the first evaluated point that meets every
+    objective ends them all (without it each run would go on to its 40 iterations)."""
+    calls = []
+    evaluate = Fitness.evaluate
+
+    def counting(self, Q):
+        calls.append(len(np.atleast_2d(Q)))
+        return evaluate(self, Q)
+
+    monkeypatch.setattr(Fitness, "evaluate", counting)
+    rng = np.random.default_rng(5)
+    for k in range(3):
+        calls.clear()
+        target = iiwa.fk(iiwa.random_configurations(rng, 1)[0])["lbr_iiwa_link_7"]
+        res = solve(iiwa, [Pose("lbr_iiwa_link_7", target)], iiwa.random_configurations(rng, 1)[0],
+                    method="memetic", max_iterations=1, rng=100 + k)
+        assert res.success and res.iterations == 1 and res.message == "every objective within tolerance"
+        assert max(calls) == default_elites(iiwa.n)  # one batch per round: every elite at once
+        assert len(calls) < 40
