@@ -56,27 +56,32 @@ def log_so3(R):
     R = np.asarray(R, dtype=float)
     if R.ndim == 2:
         return _log_so3_single(R)
-    l = np.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], axis=-1)
-    ln = np.linalg.norm(l, axis=-1)
-    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
-    theta = np.arctan2(ln, tr - 1.0)  # eq. 22
-    small = ln < 1e-12
-    scale = np.where(small, 0.5, theta / np.where(small, 1.0, ln))
-    out = l * scale[..., None]
-    # Near pi, sin(theta) ~ 0 makes l inaccurate: axis from the diagonal of (R + I) / 2 = a a^T.
+    flat = R.reshape(R.shape[:-2] + (9,))
+    l = flat[..., _VEE_PLUS] - flat[..., _VEE_MINUS]  # (R - R^T) as a vector: 2 sin(theta) axis
+    ln = np.sqrt((l * l).sum(-1))
+    theta = np.arctan2(ln, flat[..., 0] + flat[..., 4] + flat[..., 8] - 1.0)  # eq. 22
+    out = l * np.where(ln < 1e-12, 0.5, theta / np.maximum(ln, 1e-300))[..., None]
     near_pi = theta > np.pi - 1e-3
-    if np.any(near_pi):
-        S = 0.5 * (R[near_pi] + np.eye(3))
-        diag = np.clip(np.stack([S[:, 0, 0], S[:, 1, 1], S[:, 2, 2]], axis=-1), 0.0, None)
-        k = np.argmax(diag, axis=-1)
-        idx = np.arange(len(k))
-        axis = S[idx, k, :] / np.sqrt(diag[idx, k])[:, None]
-        lp = l[near_pi]
-        sign = np.where(np.sum(axis * lp, axis=-1) < 0.0, -1.0, 1.0)
-        axis = axis * sign[:, None]
-        axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
-        out[near_pi] = axis * theta[near_pi][:, None]
+    if near_pi.any():
+        out[near_pi] = _log_near_pi(R[near_pi], l[near_pi], theta[near_pi])
     return out
+
+
+_VEE_PLUS, _VEE_MINUS = [7, 2, 3], [5, 6, 1]
+
+
+def _log_near_pi(R, l, theta):
+    """Near pi, sin(theta) ~ 0 makes l inaccurate: the axis comes from the symmetric part,
+    (R + R^T) / 2 = cos(theta) I + (1 - cos(theta)) a a^T, exactly; the sign from l."""
+    c = np.cos(theta)[:, None, None]
+    A = (0.5 * (R + np.swapaxes(R, -1, -2)) - c * np.eye(3)) / (1.0 - c)  # a a^T
+    diag = np.clip(np.stack([A[:, 0, 0], A[:, 1, 1], A[:, 2, 2]], axis=-1), 0.0, None)
+    k = np.argmax(diag, axis=-1)
+    idx = np.arange(len(k))
+    axis = A[idx, k, :] / np.sqrt(np.maximum(diag[idx, k], 1e-300))[:, None]
+    axis *= np.where(np.sum(axis * l, axis=-1) < 0.0, -1.0, 1.0)[:, None]
+    axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+    return axis * theta[:, None]
 
 
 def _log_so3_single(R):
