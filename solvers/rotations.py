@@ -18,22 +18,28 @@ def skew(v):
     return K
 
 
-def _exp_coefficients(theta):
-    """a = sin t / t, b = (1 - cos t) / t^2, c = (t - sin t) / t^3, with Taylor series near 0."""
-    small = theta < _SMALL
-    t = np.where(small, 1.0, theta)
+def _exp_coefficients(theta, need_a=True, need_c=True):
+    """a = sin t / t, b = (1 - cos t) / t^2, c = (t - sin t) / t^3, with Taylor series near 0 (None for the
+    ones not asked for)."""
     t2 = theta * theta
-    a = np.where(small, 1.0 - t2 / 6.0, np.sin(t) / t)
+    small = theta < _SMALL
+    if not small.any():  # the common case: no series, sin and cos once
+        s = np.sin(theta)
+        b = (1.0 - np.cos(theta)) / t2
+        return (s / theta if need_a else None), b, ((theta - s) / (t2 * theta) if need_c else None)
+    t = np.where(small, 1.0, theta)
+    s = np.sin(t)
+    a = np.where(small, 1.0 - t2 / 6.0, s / t) if need_a else None
     b = np.where(small, 0.5 - t2 / 24.0, (1.0 - np.cos(t)) / (t * t))
-    c = np.where(small, 1.0 / 6.0 - t2 / 120.0, (t - np.sin(t)) / (t * t * t))
+    c = np.where(small, 1.0 / 6.0 - t2 / 120.0, (t - s) / (t * t * t)) if need_c else None
     return a, b, c
 
 
 def exp_so3(v):
     """Rotation vector (..., 3) -> rotation matrix (..., 3, 3) (Rodrigues)."""
     v = np.asarray(v, dtype=float)
-    theta = np.linalg.norm(v, axis=-1)
-    a, b, _ = _exp_coefficients(theta)
+    theta = np.sqrt((v * v).sum(-1))
+    a, b, _ = _exp_coefficients(theta, need_c=False)
     K = skew(v)
     return np.eye(3) + a[..., None, None] * K + b[..., None, None] * (K @ K)
 
@@ -41,8 +47,8 @@ def exp_so3(v):
 def left_jacobian_so3(v):
     """J_l(v): d exp(v) = [J_l(v) dv]x exp(v); its columns are world angular velocities per unit dv."""
     v = np.asarray(v, dtype=float)
-    theta = np.linalg.norm(v, axis=-1)
-    _, b, c = _exp_coefficients(theta)
+    theta = np.sqrt((v * v).sum(-1))
+    _, b, c = _exp_coefficients(theta, need_a=False)
     K = skew(v)
     return np.eye(3) + b[..., None, None] * K + c[..., None, None] * (K @ K)
 
