@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 from . import lbfgsb, lm
+from .objectives.pose import CartesianGroup, Orientation, Pose, Position
 from .tree import BatchState
 
 
@@ -40,8 +41,17 @@ class Fitness:
     def __init__(self, problem):
         self.problem, self.tree = problem, problem.tree
         probe = problem.state(np.zeros(self.tree.n))
-        self.weights = np.concatenate([np.full(o.losses(probe).shape[-1], o.weight) for o in problem.objectives])
+        weights = [np.full(o.losses(probe).shape[-1], o.weight) for o in problem.objectives]
+        self.weights = np.concatenate(weights)
         self.k = len(self.weights)
+        # evaluate(): the Cartesian goals together (one group), then the others one by one; their weights in
+        # that order (the sums of eq. 14 do not depend on it).
+        grouped = [type(o) in (Position, Orientation, Pose) for o in problem.objectives]
+        self.group = CartesianGroup(self.tree, [o for o, g in zip(problem.objectives, grouped) if g]) \
+            if any(grouped) else None
+        self.others = [o for o, g in zip(problem.objectives, grouped) if not g]
+        self.weights_grouped = np.concatenate([w for w, g in zip(weights, grouped) if g]
+                                              + [w for w, g in zip(weights, grouped) if not g])
 
     def batch(self, Q):
         state = BatchState(self.tree, Q)
@@ -60,13 +70,16 @@ class Fitness:
         """(Omega^2, its gradient, every objective met) of one configuration or of a batch (one FK)."""
         Q = np.asarray(Q, dtype=float)
         state = self.problem.state(Q) if Q.ndim == 1 else BatchState(self.tree, Q)
-        terms = [o.fitness_terms(state) for o in self.problem.objectives]
-        L = np.concatenate([t[0] for t in terms], axis=-1)
-        if not np.all(np.isfinite(L)):
+        terms = [o.fitness_terms(state) for o in self.others]
+        if self.group is not None:
+            L, G, met = self.group.terms(state)
+            terms.insert(0, (L, G, met.all(axis=-1)))
+        L = np.concatenate([t[0] for t in terms], axis=-1) if len(terms) > 1 else terms[0][0]
+        if not np.isfinite(L).all():
             L = np.nan_to_num(L, nan=1e150, posinf=1e150)
-        G = np.concatenate([t[1] for t in terms], axis=-2)  # (..., k, n)
-        wL = self.weights * L
-        f = np.sum(wL * L, axis=-1) / self.k
+        G = np.concatenate([t[1] for t in terms], axis=-2) if len(terms) > 1 else terms[0][1]  # (..., k, n)
+        wL = self.weights_grouped * L
+        f = (wL * L).sum(-1) / self.k
         g = (2.0 / self.k) * (wL[..., None, :] @ G)[..., 0, :]
         met = terms[0][2]
         for t in terms[1:]:

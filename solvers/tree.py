@@ -373,7 +373,6 @@ class State:
         self.tree, self.q, self.world = tree, q, world
         self._gen = None
         self._links_J = None
-        self._jacobian_calls = 0
         self.cache = {}  # objectives keep per-state values here (residuals are asked for several times)
 
     def matrix(self, link):
@@ -447,17 +446,8 @@ class State:
         at once for up to about a third of the links, measured on human.urdf); with IK stretch, from
         link_jacobians."""
         point = np.asarray(point, dtype=float)
-        self._jacobian_calls += 1
         if self._links_J is None and not self.tree.has_stretch:
-            omega, linear, origin, rotational = self.generators()
-            lin = cross(omega, point[..., None, :] - origin)
-            if self._translations:
-                lin = np.where(rotational[:, None], lin, linear)
-            J = np.empty(omega.shape[:-2] + (6, self.tree.n))
-            J[..., :3, :] = np.swapaxes(lin, -1, -2)
-            J[..., 3:, :] = np.swapaxes(omega, -1, -2)
-            J *= self.tree.ancestors[link]
-            return J
+            return self.points_jacobian(np.array([link]), point[..., None, :])[..., 0, :, :]
         J = self.link_jacobians()[..., link, :, :].copy()
         d = point - self.world[..., link, :3, 3]
         if d.any():  # v_p = v_o + omega x (p - o)
@@ -466,6 +456,21 @@ class State:
             k = np.flatnonzero(self.tree.stretch_links == link)
             if len(k):  # a point on a stretching bone moves with its scale: d (p - head) / ds = (p - head) / s
                 J[..., :3, self.tree.stretch_vars[k[0]]] += d / self.stretch()[..., k[0], None]
+        return J
+
+    def points_jacobian(self, links, points):
+        """(..., G, 6, n) point Jacobians of G goals at once: ``links`` (G,), ``points`` (..., G, 3)."""
+        points = np.asarray(points, dtype=float)
+        if self.tree.has_stretch:
+            return np.stack([self.point_jacobian(int(l), points[..., k, :]) for k, l in enumerate(links)], axis=-3)
+        omega, linear, origin, rotational = self.generators()
+        lin = cross(omega[..., None, :, :], points[..., :, None, :] - origin[..., None, :, :])  # (..., G, n, 3)
+        if self._translations:
+            lin = np.where(rotational[:, None], lin, linear[..., None, :, :])
+        J = np.empty(points.shape[:-1] + (6, self.tree.n))
+        J[..., :3, :] = np.swapaxes(lin, -1, -2)
+        J[..., 3:, :] = np.swapaxes(omega, -1, -2)[..., None, :, :]
+        J *= self.tree.ancestors[links][:, None, :]
         return J
 
 class BatchState(State):

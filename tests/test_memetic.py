@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from helpers import random_tree
 
-from fullbody_ik.solvers import Distance, LookAt, Pose, Position, solve
+from fullbody_ik.solvers import Distance, LookAt, Orientation, Pose, Position, solve
 from fullbody_ik.solvers.memetic import Fitness, _extinction, default_elites, default_population
 from fullbody_ik.solvers.problem import Problem
 
@@ -116,3 +116,36 @@ def test_exploitation_ends_the_solve_when_an_elite_meets_every_objective(iiwa, m
         assert res.success and res.iterations == 1 and res.message == "every objective within tolerance"
         assert max(calls) == default_elites(iiwa.n)  # one batch per round: every elite at once
         assert len(calls) < 40
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_grouped_evaluation_equals_the_objectives_one_by_one(seed):
+    """Fitness.evaluate takes the Cartesian goals together (CartesianGroup) and the others one by one: the
+    same Omega^2, gradient and success as summing every objective's own losses, gradients and checks."""
+    rng = np.random.default_rng(seed)
+    tree = random_tree(seed + 11, n_links=9, free_root=seed != 1)
+    links = tree.link_names[1:]
+    Q = tree.random_configurations(rng, 6) * 0.8
+    W = tree.fk(Q[0])
+    a, b, c = links[-1], links[len(links) // 2], links[1]
+    objs = [Position(b, W[b][:3, 3], weight=0.7, offset=[0.0, 0.1, 0.0]),
+            LookAt(c, [1.0, 2.0, 3.0], weight=0.3),
+            Pose(a, W[a], weight=2.0),
+            Orientation(b, W[b][:3, :3], weight=1.5),
+            Distance(a, 0.05, other_point=[5.0, 0.0, 0.0], weight=0.01)]
+    problem = Problem(tree, objs)
+    fit = Fitness(problem)
+    f, g, met = fit.evaluate(Q)
+    for p in range(len(Q)):
+        st = tree.state(Q[p])
+        L = np.concatenate([o.losses(st) for o in objs])
+        G = np.vstack([o.loss_jacobian(st) for o in objs])
+        w = np.concatenate([np.full(o.losses(st).shape[-1], o.weight) for o in objs])
+        assert f[p] == pytest.approx(np.sum(w * L * L) / len(L), rel=1e-12, abs=1e-15)
+        assert np.allclose(g[p], 2.0 / len(L) * (w * L) @ G, rtol=1e-9, atol=1e-12)
+        assert met[p] == all(bool(o.satisfied(st)) for o in objs)
+        single = fit.evaluate(Q[p])
+        assert single[0] == pytest.approx(f[p]) and np.allclose(single[1], g[p]) and single[2] == met[p]
+    own = Fitness(Problem(tree, [Pose(a, W[a]), Position(b, W[b][:3, 3]), Orientation(c, W[c][:3, :3])]))
+    f, _, met = own.evaluate(Q)  # row 0 is the pose the goals were taken from
+    assert met[0] and f[0] < 1e-20 and not met[1:].any()

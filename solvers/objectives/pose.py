@@ -26,44 +26,68 @@ def position_loss_gradient(state, link, p, d, J_d, J_p):
     return np.asarray(f_d)[..., None] * J_d + np.asarray(f_lam)[..., None] * J_lam[..., 0, :]
 
 
-def cartesian_terms(state, link, offset=None, position=None, rotation=None):
-    """The memetic fitness terms of a position and/or orientation goal on one link, fused (one point
-    Jacobian, no cached residuals, few array operations: this runs for every evaluated point): (losses
-    (..., c), their gradients (..., c, n), position error d or None, angle theta or None). Equal to losses /
-    loss_jacobian / error (tested)."""
-    W = state.world[..., link, :, :]
-    p = W[..., :3, 3] if offset is None else W[..., :3, 3] + W[..., :3, :3] @ offset
-    J = state.point_jacobian(link, p)
-    c = (position is not None) + (rotation is not None)
-    losses, grads = np.empty(p.shape[:-1] + (c,)), np.empty(p.shape[:-1] + (c, J.shape[-1]))
-    d = theta = None
-    if position is not None:  # eq. 15: pi d / sqrt((L + d)(lambda + d)) and its gradient
-        L = state.tree.chain_length(link)
-        both = p[..., None, :] - np.array([position, (0.0, 0.0, 0.0)])  # (..., 2, 3): residual and root -> X
-        dl = np.sqrt((both * both).sum(-1))  # (..., 2): d, lambda
-        d, lam = dl[..., 0], dl[..., 1]
-        grads_dl = ((both / np.maximum(dl, 1e-300)[..., None]) @ J[..., :3, :])  # (..., 2, n): grad d, lambda
+class CartesianGroup:
+    """Position, Orientation and Pose goals evaluated together for the memetic fitness (this runs for every
+    evaluated point): one point Jacobian per goal from shared motion generators, every loss, gradient and
+    tolerance check as arrays over the goals, in few array operations. ``terms(state)`` returns what each
+    objective's losses / loss_jacobian / satisfied would, concatenated in the objectives' order (tested)."""
+
+    def __init__(self, tree, objectives):
+        self.objectives = list(objectives)
+        G = len(self.objectives)
+        self.links = np.zeros(G, dtype=int)
+        self.offsets, self.rotations = np.zeros((G, 3)), np.tile(np.eye(3), (G, 1, 1))
+        self.targets = np.zeros((G, 2, 3))  # per goal: the position target, and the root (lambda = |p - 0|)
+        self.tolerance = np.full((G, 2), np.inf)  # position, angle
+        columns = []  # which of (position losses (G), angles (G)) each objective's losses are
+        for g, o in enumerate(self.objectives):
+            position = o.position if isinstance(o, Pose) else o if isinstance(o, Position) else None
+            orientation = o.orientation if isinstance(o, Pose) else o if isinstance(o, Orientation) else None
+            self.links[g] = tree.link(o.link)
+            if position is not None:
+                self.offsets[g], self.targets[g, 0] = position.offset, position.target
+                self.tolerance[g, 0] = position.tolerance
+                columns.append(g)
+            if orientation is not None:
+                self.rotations[g] = orientation.target
+                self.tolerance[g, 1] = orientation.tolerance
+                columns.append(G + g)
+        self.columns = np.array(columns, dtype=int)
+        self.lengths = np.array([tree.chain_length(int(i)) for i in self.links])  # paper 000's L per goal
+        self.has_offset = bool(self.offsets.any())
+
+    def terms(self, state):
+        """(losses (..., c), gradients (..., c, n), every objective met (..., len(objectives)) as one array)."""
+        W = state.world[..., self.links, :, :]  # (..., G, 4, 4)
+        p = W[..., :3, 3] + (W[..., :3, :3] @ self.offsets[:, :, None])[..., 0] if self.has_offset else W[..., :3, 3]
+        J = state.points_jacobian(self.links, p)  # (..., G, 6, n)
+        # Position, eq. 15: pi d / sqrt((L + d)(lambda + d)) and its gradient through d and lambda.
+        both = p[..., None, :] - self.targets  # (..., G, 2, 3): residual and root -> X
+        dl = np.sqrt((both * both).sum(-1))  # (..., G, 2): d, lambda
+        d, lam, L = dl[..., 0], dl[..., 1], self.lengths
+        grads_dl = (both / np.maximum(dl, 1e-300)[..., None]) @ J[..., :3, :]  # (..., G, 2, n)
         s = (L + d) * (lam + d) + 1e-300
         root = np.sqrt(s)
-        losses[..., 0] = np.pi * d / root
         # df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
         k = (0.5 * np.pi) * d / (s * root)
         f_dl = np.empty(d.shape + (2,))
         f_dl[..., 0] = np.pi / root - k * (L + lam + 2.0 * d)
         f_dl[..., 1] = -k * (L + d)
-        grads[..., 0, :] = (f_dl[..., None, :] @ grads_dl)[..., 0, :]
-    if rotation is not None:
-        M = state.rotation(link) @ rotation.T
+        # Orientation: the angle of R R_d^T (paper 001 eq. 22; eq. 15's 2 acos |q_X . q_Y|) and its gradient
+        # (phi / theta)^T omega: phi = log(R R_d^T) is an eigenvector of J_l^-1 and of its transpose.
+        M = state.rotation(self.links) @ np.swapaxes(self.rotations, -1, -2)
         l = (M - np.swapaxes(M, -1, -2)).reshape(M.shape[:-2] + (9,))[..., [7, 2, 3]]  # vee(M - M^T)
         ln = np.sqrt((l * l).sum(-1))
-        theta = np.arctan2(ln, np.trace(M, axis1=-2, axis2=-1) - 1.0)  # paper 001 eq. 22
+        theta = np.arctan2(ln, np.trace(M, axis1=-2, axis2=-1) - 1.0)
         if (theta > np.pi - 1e-3).any():  # near pi the axis comes from the symmetric part (log_so3)
             u, theta = _unit(log_so3(M))
         else:
             u = l / np.maximum(ln, 1e-300)[..., None]  # zero when l is
-        losses[..., c - 1] = theta
-        grads[..., c - 1, :] = (u[..., None, :] @ J[..., 3:, :])[..., 0, :]  # as Orientation.loss_jacobian
-    return losses, grads, d, theta
+        losses = np.concatenate([np.pi * d / root, theta], axis=-1)[..., self.columns]
+        grads = np.concatenate([(f_dl[..., None, :] @ grads_dl)[..., 0, :], (u[..., None, :] @ J[..., 3:, :])[..., 0, :]],
+                               axis=-2)[..., self.columns, :]
+        met = (d <= self.tolerance[:, 0]) & (theta <= self.tolerance[:, 1])
+        return losses, grads, met
 
 
 def _unit(v):
@@ -82,7 +106,6 @@ class Position(Objective):
         self.link = link
         self.target = as_point(point_xyz, "Position target")
         self.offset = as_point(offset, "Position offset")
-        self._offset = self.offset if self.offset.any() else None
 
     def point(self, state):
         return point_on(state, self._link(state, self.link), self.offset)
@@ -106,8 +129,8 @@ class Position(Objective):
         return position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J)[..., None, :]
 
     def fitness_terms(self, state):
-        L, G, d, _ = cartesian_terms(state, self._link(state, self.link), self._offset, position=self.target)
-        return L, G, d <= self.tolerance
+        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
+        return L, G, met[..., 0]
 
 
 class Orientation(Objective):
@@ -140,8 +163,8 @@ class Orientation(Objective):
         return u[..., None, :] @ state.point_jacobian(i, state.world[..., i, :3, 3])[..., 3:, :]
 
     def fitness_terms(self, state):
-        L, G, _, theta = cartesian_terms(state, self._link(state, self.link), rotation=self.target)
-        return L, G, theta <= self.tolerance
+        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
+        return L, G, met[..., 0]
 
 
 class Pose(Objective):
@@ -186,9 +209,8 @@ class Pose(Objective):
         return np.concatenate([self.position.losses(state), self.orientation.losses(state)], axis=-1)
 
     def fitness_terms(self, state):
-        L, G, d, theta = cartesian_terms(state, self._link(state, self.link), self.position._offset,
-                                         self.position.target, self.orientation.target)
-        return L, G, (d <= self.position.tolerance) & (theta <= self.orientation.tolerance)
+        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
+        return L, G, met[..., 0]
 
     def loss_jacobian(self, state):
         i = self._link(state, self.link)
