@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 from . import lbfgsb, lm
-from .objectives.pose import CartesianGroup, Orientation, Pose, Position
+from .objectives.pose import CartesianGroup, LookAt, Orientation, Pose, Position
 from .tree import BatchState
 
 
@@ -44,9 +44,9 @@ class Fitness:
         weights = [np.full(o.losses(probe).shape[-1], o.weight) for o in problem.objectives]
         self.weights = np.concatenate(weights)
         self.k = len(self.weights)
-        # evaluate(): the Cartesian goals together (one group), then the others one by one; their weights in
+        # evaluate(): the Cartesian goals and look-ats together (one group), then the others one by one; weights in
         # that order (the sums of eq. 14 do not depend on it).
-        grouped = [type(o) in (Position, Orientation, Pose) for o in problem.objectives]
+        grouped = [type(o) in (Position, Orientation, Pose, LookAt) for o in problem.objectives]
         self.group = CartesianGroup(self.tree, [o for o, g in zip(problem.objectives, grouped) if g]) \
             if any(grouped) else None
         self.others = [o for o, g in zip(problem.objectives, grouped) if not g]

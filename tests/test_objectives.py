@@ -150,14 +150,16 @@ def test_fused_fitness_terms_equal_losses_gradients_and_satisfied(seed):
     flipped = W[:3, :3] @ exp_so3(np.array([0.0, 0.0, np.pi - 1e-5]))
     objs = objectives_for(tree, rng) + [
         Pose(tip, W), Position(tip, W[:3, 3], offset=[0.1, 0.0, 0.0]), Orientation(tip, flipped),
-        Pose(tip, np.block([[flipped, W[:3, 3:]], [np.zeros((1, 3)), np.ones((1, 1))]]), offset=[0, 0.2, 0])]
+        Pose(tip, np.block([[flipped, W[:3, 3:]], [np.zeros((1, 3)), np.ones((1, 1))]]), offset=[0, 0.2, 0]),
+        LookAt(tip, W[:3, 3], axis=[0.0, 0.0, 1.0]),  # row 0 stands on its target: nothing to aim at
+        LookAt(tip, W[:3, 3] + W[:3, :3] @ np.array([0.0, 2.0, 0.0]))]  # row 0 looks straight at it
     for state in (BatchState(tree, Q), tree.state(Q[0]), tree.state(Q[1])):
         for obj in objs:
             L, G, met = obj.fitness_terms(state)
             assert np.allclose(L, obj.losses(state), atol=1e-12), type(obj).__name__
             assert np.allclose(G, obj.loss_jacobian(state), atol=1e-9), type(obj).__name__
             assert np.array_equal(met, obj.satisfied(state)), type(obj).__name__
-    assert Pose(tip, W).fitness_terms(tree.state(Q[0]))[2]
+    assert Pose(tip, W).fitness_terms(tree.state(Q[0]))[2] and objs[-1].fitness_terms(tree.state(Q[0]))[2]
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from ..rotations import left_jacobian_inverse_so3, log_so3, skew
+from ..rotations import cross, left_jacobian_inverse_so3, log_so3, skew
 from .base import ANGULAR_TOLERANCE, POSITION_TOLERANCE, Objective, as_point, as_rotation, point_on
 
 
@@ -39,11 +39,18 @@ class CartesianGroup:
         self.offsets, self.rotations = np.zeros((G, 3)), np.tile(np.eye(3), (G, 1, 1))
         self.targets = np.zeros((G, 2, 3))  # per goal: the position target, and the root (lambda = |p - 0|)
         self.tolerance = np.full((G, 2), np.inf)  # position, angle
-        columns = []  # which of (position losses (G), angles (G)) each objective's losses are
+        columns = []  # which of (position losses (G), angles (G), look-at angles) each objective's losses are
+        look = [g for g, o in enumerate(self.objectives) if isinstance(o, LookAt)]
+        self.look = np.array(look, dtype=int)
+        self.look_axes = np.array([self.objectives[g].axis for g in look]).reshape(-1, 3)
+        self.look_targets = np.array([self.objectives[g].target for g in look]).reshape(-1, 3)
+        self.look_tolerance = np.array([self.objectives[g].tolerance for g in look])
         for g, o in enumerate(self.objectives):
             position = o.position if isinstance(o, Pose) else o if isinstance(o, Position) else None
             orientation = o.orientation if isinstance(o, Pose) else o if isinstance(o, Orientation) else None
             self.links[g] = tree.link(o.link)
+            if isinstance(o, LookAt):
+                columns.append(2 * G + look.index(g))
             if position is not None:
                 self.offsets[g], self.targets[g, 0] = position.offset, position.target
                 self.tolerance[g, 0] = position.tolerance
@@ -83,11 +90,35 @@ class CartesianGroup:
             u, theta = _unit(log_so3(M))
         else:
             u = l / np.maximum(ln, 1e-300)[..., None]  # zero when l is
-        losses = np.concatenate([np.pi * d / root, theta], axis=-1)[..., self.columns]
-        grads = np.concatenate([(f_dl[..., None, :] @ grads_dl)[..., 0, :], (u[..., None, :] @ J[..., 3:, :])[..., 0, :]],
-                               axis=-2)[..., self.columns, :]
+        losses = [np.pi * d / root, theta]
+        grads = [(f_dl[..., None, :] @ grads_dl)[..., 0, :], (u[..., None, :] @ J[..., 3:, :])[..., 0, :]]
         met = (d <= self.tolerance[:, 0]) & (theta <= self.tolerance[:, 1])
-        return losses, grads, met
+        if len(self.look):
+            angle, gradient = self._look_terms(W[..., self.look, :, :], J[..., self.look, :, :], state)
+            losses.append(angle), grads.append(gradient)
+            met[..., self.look] &= angle <= self.look_tolerance
+        return (np.concatenate(losses, axis=-1)[..., self.columns],
+                np.concatenate(grads, axis=-2)[..., self.columns, :], met)
+
+    def _look_terms(self, W, J, state):
+        """LookAt's angle e = 2 asin(|V - d| / 2) between the axis V and the direction d to the target, and
+        its gradient f'(|r|) u^T (dV - dd) with u = r / |r|: u^T dV = (V x u)^T J_w and
+        u^T dd = -((u - (u.d) d) / dist)^T J_p (as LookAt.jacobian, with fewer products)."""
+        R = state.rotation(self.links[self.look])
+        V = (R @ self.look_axes[:, :, None])[..., 0]
+        delta = self.look_targets - W[..., :3, 3]
+        dist = np.sqrt((delta * delta).sum(-1))
+        far = dist > 1e-12
+        dhat = np.where(far[..., None], delta / np.maximum(dist, 1e-12)[..., None], V)  # on the target: nothing to aim at
+        r = V - dhat
+        rn = np.sqrt((r * r).sum(-1))
+        angle = 2.0 * np.arcsin(np.clip(0.5 * rn, 0.0, 1.0))
+        u = r / np.maximum(rn, 1e-300)[..., None]  # zero when r is
+        slope = 1.0 / np.sqrt(np.maximum(1.0 - 0.25 * rn * rn, 1e-12))
+        w = cross(V, u)
+        v = np.where(far[..., None], (u - (u * dhat).sum(-1)[..., None] * dhat) / np.maximum(dist, 1e-12)[..., None], 0.0)
+        gradient = (w[..., None, :] @ J[..., 3:, :] + v[..., None, :] @ J[..., :3, :])[..., 0, :]
+        return angle, slope[..., None] * gradient
 
 
 def _unit(v):
@@ -269,3 +300,7 @@ class LookAt(Objective):
     @staticmethod
     def _error_slope(norm):
         return 1.0 / np.sqrt(np.maximum(1.0 - 0.25 * norm * norm, 1e-12))  # d/dn 2 asin(n / 2)
+
+    def fitness_terms(self, state):
+        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
+        return L, G, met[..., 0]
