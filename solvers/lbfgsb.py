@@ -60,8 +60,8 @@ def _bound_arrays(lower, upper):
 def minimize_batch(evaluate, X0, lower, upper, maxiter, deadline=None, m=10, ftol=1e-15, gtol=1e-14, maxls=20):
     """Minimize from every row of X0 (K, n) within the box [lower, upper] (inf: unbounded).
 
-    ``evaluate(X)`` takes the (k, n) points the runs ask for and returns (f (k,), g (k, n), done (k,)): a run
-    whose new iterate is ``done`` ends them all (the solve is over). Each run stops after ``maxiter``
+    ``evaluate(X)`` takes the (k, n) points the runs ask for and returns (f (k,), g (k, n), done (k,)): a point
+    that is ``done`` ends every run (the solve is over). Each run stops after ``maxiter``
     iterations or on its own convergence (``ftol``, ``gtol`` as in ``minimize``); all stop at ``deadline``
     (a callable returning True when time is up). Returns (X (K, n) the best point each run evaluated,
     f (K,), index of a done row or None).
