@@ -459,8 +459,9 @@ class State:
         return J
 
     def points_jacobian(self, links, points):
-        """(..., G, 6, n) point Jacobians of G goals at once: ``links`` (G,), ``points`` (..., G, 3)."""
-        points = np.asarray(points, dtype=float)
+        """(..., G, 6, n) point Jacobians of G goals at once: ``links`` (G,), ``points`` (..., G, 3) (or (G, 3)
+        shared by a batch)."""
+        points = np.broadcast_to(np.asarray(points, dtype=float), self.q.shape[:-1] + (len(links), 3))
         if self.tree.has_stretch:
             return np.stack([self.point_jacobian(int(l), points[..., k, :]) for k, l in enumerate(links)], axis=-3)
         omega, linear, origin, rotational = self.generators()

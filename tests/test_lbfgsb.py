@@ -86,3 +86,15 @@ def test_the_fallback_gives_the_same_answers(monkeypatch):
     monkeypatch.setattr(lbfgsb, "_checked", [False])
     slow = lbfgsb.minimize_batch(evaluate, X0, [-2, -np.inf], [2, np.inf], 15)
     assert np.allclose(fast[0], slow[0], atol=1e-12) and np.allclose(fast[1], slow[1], atol=1e-12)
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_the_point_that_is_done_is_returned_even_when_an_earlier_one_had_a_lower_f(monkeypatch, fallback):
+    if fallback:
+        monkeypatch.setattr(lbfgsb, "_checked", [False])
+
+    def evaluate(X):  # the minimum is at 0.3, but "done" (every goal met) only beyond 0.9
+        return 3.0 * (X[:, 0] - 0.3) ** 2, 6.0 * (X - 0.3), X[:, 0] > 0.9
+
+    X, F, done = lbfgsb.minimize_batch(evaluate, np.zeros((1, 1)), [-5.0], [5.0], 20)
+    assert done == 0 and X[0, 0] > 0.9 and F[0] == pytest.approx(3.0 * (X[0, 0] - 0.3) ** 2)

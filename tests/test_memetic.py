@@ -149,3 +149,18 @@ def test_grouped_evaluation_equals_the_objectives_one_by_one(seed):
     own = Fitness(Problem(tree, [Pose(a, W[a]), Position(b, W[b][:3, 3]), Orientation(c, W[c][:3, :3])]))
     f, _, met = own.evaluate(Q)  # row 0 is the pose the goals were taken from
     assert met[0] and f[0] < 1e-20 and not met[1:].any()
+
+
+def test_goals_at_the_world_origin_evaluate_without_warnings(iiwa):
+    """The base link sits at the origin: its unused position column is 0 / 0 unless guarded; a position goal
+    at the origin on it too. No warning, finite values."""
+    import warnings
+
+    base = iiwa.root
+    objs = [Orientation(base, np.eye(3)), Position(base, [0.0, 0.0, 0.0]), LookAt(base, [0.0, 0.0, 0.0]),
+            Pose("lbr_iiwa_link_7", iiwa.fk(np.full(7, 0.3))["lbr_iiwa_link_7"])]
+    fit = Fitness(Problem(iiwa, objs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f, g, met = fit.evaluate(iiwa.random_configurations(0, 4))
+    assert np.all(np.isfinite(f)) and np.all(np.isfinite(g))

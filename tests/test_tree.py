@@ -10,6 +10,7 @@ from helpers import ARMS, numeric_jacobian, random_tree, rotation_difference, tr
 
 from fullbody_ik.solvers import BoneJoint, FreeJoint, Joint, Tree
 from fullbody_ik.solvers.rotations import axis_rotation, exp_so3, log_so3, rpy_matrix
+from fullbody_ik.solvers.tree import BatchState
 
 
 # --- URDF --------------------------------------------------------------------------------------
@@ -380,3 +381,13 @@ def test_rotations_of_all_joints_at_once_match_each_bones_own(seed):
                 assert np.allclose(Rb, R[p, i], atol=1e-12)
                 assert np.allclose(bone_values(j, Rb), V[p, idx], atol=1e-9)
     assert np.allclose(tree.joint_rotations(V), R, atol=1e-9)
+
+
+def test_a_batch_shares_one_point_for_its_jacobian():
+    tree = random_tree(3, n_links=7, free_root=True)
+    Q = tree.random_configurations(1, 4)
+    point = np.array([0.1, -0.2, 0.3])
+    J = BatchState(tree, Q).point_jacobian(5, point)
+    assert J.shape == (4, 6, tree.n)
+    for p in range(4):
+        assert np.allclose(J[p], tree.state(Q[p]).point_jacobian(5, point), atol=1e-12)

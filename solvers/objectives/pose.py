@@ -60,6 +60,7 @@ class CartesianGroup:
                 self.tolerance[g, 1] = orientation.tolerance
                 columns.append(G + g)
         self.columns = np.array(columns, dtype=int)
+        self.has_rotation = np.isin(np.arange(G) + G, self.columns)  # goals whose angle is a loss
         self.lengths = np.array([tree.chain_length(int(i)) for i in self.links])  # paper 000's L per goal
         self.has_offset = bool(self.offsets.any())
 
@@ -76,7 +77,7 @@ class CartesianGroup:
         s = (L + d) * (lam + d) + 1e-300
         root = np.sqrt(s)
         # df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
-        k = (0.5 * np.pi) * d / (s * root)
+        k = (0.5 * np.pi) * d / np.maximum(s * root, 1e-300)  # d = lambda = L = 0: no 0 / 0
         f_dl = np.empty(d.shape + (2,))
         f_dl[..., 0] = np.pi / root - k * (L + lam + 2.0 * d)
         f_dl[..., 1] = -k * (L + d)
@@ -86,7 +87,7 @@ class CartesianGroup:
         l = (M - np.swapaxes(M, -1, -2)).reshape(M.shape[:-2] + (9,))[..., [7, 2, 3]]  # vee(M - M^T)
         ln = np.sqrt((l * l).sum(-1))
         theta = np.arctan2(ln, np.trace(M, axis1=-2, axis2=-1) - 1.0)
-        if (theta > np.pi - 1e-3).any():  # near pi the axis comes from the symmetric part (log_so3)
+        if (self.has_rotation & (theta > np.pi - 1e-3)).any():  # near pi: the axis from the symmetric part
             u, theta = _unit(log_so3(M))
         else:
             u = l / np.maximum(ln, 1e-300)[..., None]  # zero when l is
