@@ -14,23 +14,12 @@ def position_loss(state, link, p, d):
     return np.pi * d / np.sqrt((L + d) * (lam + d) + 1e-300)
 
 
-def position_loss_gradient(state, link, p, d, J_d, J_p):
-    """Gradient of position_loss given the gradients of d (J_d, (..., n)) and of p (J_p, (..., 3, n))."""
-    L = state.tree.chain_length(link)
-    lam = np.sqrt(np.sum(p * p, axis=-1))
-    J_lam = (p / np.maximum(lam, 1e-300)[..., None])[..., None, :] @ J_p  # (..., 1, n); zero when p = 0
-    s = (L + d) * (lam + d) + 1e-300
-    # f = pi d s^-1/2;  df/dd = pi (s^-1/2 - d s^-3/2 (L + lam + 2 d) / 2);  df/dlam = -pi d s^-3/2 (L + d) / 2
-    f_d = np.pi * (s ** -0.5 - 0.5 * d * s ** -1.5 * (L + lam + 2 * d))
-    f_lam = -0.5 * np.pi * d * s ** -1.5 * (L + d)
-    return np.asarray(f_d)[..., None] * J_d + np.asarray(f_lam)[..., None] * J_lam[..., 0, :]
-
-
 class CartesianGroup:
-    """Position, Orientation and Pose goals evaluated together for the memetic fitness (this runs for every
-    evaluated point): one point Jacobian per goal from shared motion generators, every loss, gradient and
-    tolerance check as arrays over the goals, in few array operations. ``terms(state)`` returns what each
-    objective's losses / loss_jacobian / satisfied would, concatenated in the objectives' order (tested)."""
+    """Position, Orientation, Pose and LookAt goals evaluated together for the memetic fitness (this runs for
+    every evaluated point): one point Jacobian per goal from shared motion generators, every loss, gradient
+    and tolerance check as arrays over the goals, in few array operations. ``terms(state)`` returns the
+    objectives' losses (as ``losses``), their gradients (these goals' ``loss_jacobian``: tested against finite
+    differences) and whether each is met (as ``satisfied``), in the objectives' order."""
 
     def __init__(self, tree, objectives):
         self.objectives = list(objectives)
@@ -128,7 +117,18 @@ def _unit(v):
     return np.where(n[..., None] > 1e-300, v / np.maximum(n, 1e-300)[..., None], 0.0), n
 
 
-class Position(Objective):
+class _Grouped:
+    """Cartesian goals get their memetic fitness terms from CartesianGroup (one implementation, fused)."""
+
+    def fitness_terms(self, state):
+        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
+        return L, G, met[..., 0]
+
+    def loss_jacobian(self, state):
+        return CartesianGroup(state.tree, [self]).terms(state)[1]
+
+
+class Position(_Grouped, Objective):
     """Bring a point of ``link`` (``offset`` in link coordinates) to a world position."""
 
     size = 3
@@ -154,18 +154,7 @@ class Position(Objective):
         d = np.linalg.norm(p - self.target, axis=-1)
         return position_loss(state, self._link(state, self.link), p, d)[..., None]
 
-    def loss_jacobian(self, state):
-        p, (u, d) = self.point(state), _unit(self.residual(state))
-        J = self.jacobian(state)
-        J_d = (u[..., None, :] @ J)[..., 0, :]
-        return position_loss_gradient(state, self._link(state, self.link), p, d, J_d, J)[..., None, :]
-
-    def fitness_terms(self, state):
-        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
-        return L, G, met[..., 0]
-
-
-class Orientation(Objective):
+class Orientation(_Grouped, Objective):
     """Turn ``link`` to a world rotation. Residual: angle-axis of R R_d^T (paper 001, Appendix A)."""
 
     size = 3
@@ -187,19 +176,7 @@ class Orientation(Objective):
     def losses(self, state):
         return self.error(state)[..., None]  # eq. 15: 2 acos(|q_X . q_Y|), the rotation angle
 
-    def loss_jacobian(self, state):
-        """d theta = (phi / theta)^T J_l^-1 omega = (phi / theta)^T omega: phi = log(R R_d^T) is an
-        eigenvector of J_l^-1 (and of its transpose) with eigenvalue 1."""
-        i = self._link(state, self.link)
-        u, _ = _unit(self.residual(state))
-        return u[..., None, :] @ state.point_jacobian(i, state.world[..., i, :3, 3])[..., 3:, :]
-
-    def fitness_terms(self, state):
-        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
-        return L, G, met[..., 0]
-
-
-class Pose(Objective):
+class Pose(_Grouped, Objective):
     """Position and orientation of ``link`` from a 4x4 world matrix."""
 
     size = 6
@@ -240,23 +217,7 @@ class Pose(Objective):
     def losses(self, state):
         return np.concatenate([self.position.losses(state), self.orientation.losses(state)], axis=-1)
 
-    def fitness_terms(self, state):
-        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
-        return L, G, met[..., 0]
-
-    def loss_jacobian(self, state):
-        i = self._link(state, self.link)
-        p = self.position.point(state)
-        J = state.point_jacobian(i, p)  # one geometric Jacobian for both losses
-        u, d = _unit(self.position.residual(state))
-        J_d = (u[..., None, :] @ J[..., :3, :])[..., 0, :]
-        w, _ = _unit(self.orientation.residual(state))
-        J_theta = (w[..., None, :] @ J[..., 3:, :])[..., 0, :]  # as Orientation.loss_jacobian
-        J_pos = position_loss_gradient(state, i, p, d, J_d, J[..., :3, :])
-        return np.stack([J_pos, J_theta], axis=-2)
-
-
-class LookAt(Objective):
+class LookAt(_Grouped, Objective):
     """Point the local ``axis`` of ``link`` at a world position. Residual: V - d (unit vectors)."""
 
     size = 3
@@ -301,7 +262,3 @@ class LookAt(Objective):
     @staticmethod
     def _error_slope(norm):
         return 1.0 / np.sqrt(np.maximum(1.0 - 0.25 * norm * norm, 1e-12))  # d/dn 2 asin(n / 2)
-
-    def fitness_terms(self, state):
-        L, G, met = CartesianGroup(state.tree, [self]).terms(state)
-        return L, G, met[..., 0]
