@@ -36,7 +36,6 @@ def main():
         q = tree.random_configurations(rng, 1)[0]
         Q = tree.random_configurations(rng, 100)
         problem = Problem(tree, [Pose(tip, tree.fk(tree.random_configurations(rng, 1)[0])[tip])])
-        state = problem.state(q)
         r = {
             "fk (1 configuration)": timed(lambda: tree.fk_batch(q[None])),
             "fk_batch (100 configurations)": timed(lambda: tree.fk_batch(Q), number=20),

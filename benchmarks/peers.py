@@ -19,7 +19,7 @@ import numpy as np
 from fullbody_ik.solvers import Pose
 
 from .budgets import summarize
-from .common import RESULTS, URDF, machine
+from .common import URDF, machine
 from .table1 import ARMS, PEERS, PROBLEMS, load
 
 

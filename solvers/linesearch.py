@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Projected Armijo back-tracking (paper 003, eq. 39-40; the projection of paper 004, eq. 10)."""
 
-import numpy as np
-
 
 def projected_armijo(problem, q, f, grad, direction, tau=1.0, alpha=1e-4, beta=0.5, min_tau=1e-14):
     """Largest tau in {tau, beta tau, ...} with f(P(q + tau d)) < f + alpha grad^T (P(q + tau d) - q)  (eq. 39).

@@ -9,7 +9,6 @@ import sys
 import textwrap
 import tomllib
 
-import pytest
 from helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
