@@ -40,6 +40,15 @@ class RigMapping:
     parent: dict = field(default_factory=dict)  # bone name -> parent bone in the tree (or None)
     inherits_scale: dict = field(default_factory=dict)  # bone name -> takes its parent's scale
     unmodeled: list = field(default_factory=list)  # "bone: what of it the solve does not model", for warnings
+    # Per-frame input (what an action animates outside the solve), per bone in ``bones`` order: the pose-bone
+    # row, the tree link, the joint origin without pose (parent.rest^-1 @ rest), whether the pose location
+    # moves the joint (unconnected bones that are not a free root) and whether the pose rotation does (fully
+    # locked bones: Blender's IK keeps their current rotation).
+    rows: np.ndarray = None
+    links: np.ndarray = None
+    rest_origin: np.ndarray = None
+    translated: np.ndarray = None
+    locked: np.ndarray = None
 
     def all_variables(self, name):
         """Every variable of a bone: rotation (and location) and stretch."""
@@ -126,6 +135,7 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
     bones = [b for b in all_bones if keep is None or b.name in keep]
     joints = []
     free = set()
+    rest_origin, translated, locked = [], [], []
     for bone in bones:
         i = index[bone.name]
         pb = obj.pose.bones[bone.name]
@@ -133,20 +143,16 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
             parent, origin = ROOT_LINK, rest[i].copy()
         else:
             parent, origin = bone.parent.name, np.linalg.inv(rest[index[bone.parent.name]]) @ rest[i]
-        if bone.parent is None and free_root:
+        rest_origin.append(origin)
+        is_free = bone.parent is None and free_root
+        translated.append(not is_free and not bone.use_connect)
+        if is_free:
             joints.append(FreeJoint(bone.name, parent, bone.name, origin))
             free.add(bone.name)
+            locked.append(False)
             continue
-        if not bone.use_connect:
-            offset = np.eye(4)
-            offset[:3, 3] = pb.location
-            origin = origin @ offset
         lock, limits, stiffness = bone_settings(pb, use_limit_rotation)
-        if all(lock):  # fully locked: IK keeps the bone's current rotation (Blender's null segment)
-            basis = np.eye(4)
-            R = np.array(pb.matrix_basis)[:3, :3]
-            basis[:3, :3] = R / np.linalg.norm(R, axis=0)
-            origin = origin @ basis
+        locked.append(all(lock))  # fully locked: IK keeps the bone's current rotation (Blender's null segment)
         stretch = float(pb.ik_stretch) if use_stretch else 0.0
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness, stretch,
                                 float(bone.length)))
@@ -162,7 +168,12 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
     mapping = RigMapping(obj.name, [b.name for b in bones], by_name, variables, frozenset(free), stretching,
                          {b.name: b.parent.name if b.parent is not None else None for b in bones},
                          {b.name: b.inherit_scale in INHERIT_SCALE for b in bones},
-                         unmodeled_settings(obj, bones, use_limit_rotation))
+                         unmodeled_settings(obj, bones, use_limit_rotation),
+                         rows=np.array([obj.pose.bones.find(b.name) for b in bones], dtype=int),
+                         links=np.array([tree.link_index[b.name] for b in bones], dtype=int),
+                         rest_origin=np.array(rest_origin), translated=np.array(translated, dtype=bool),
+                         locked=np.array(locked, dtype=bool))
+    read_pose(obj, tree, mapping)  # the current frame's input
     return tree, mapping
 
 
@@ -182,27 +193,46 @@ def unmodeled_settings(obj, bones, use_limit_rotation=False):
     return out
 
 
+def frame_origins(mapping, basis):
+    """The joint origins of the mapping's bones for pose-bone bases ``basis`` (N, 4, 4): the rest origin, moved
+    by the pose location of unconnected bones and turned by the pose rotation of fully locked ones."""
+    B = basis[mapping.rows]
+    origin = mapping.rest_origin.copy()
+    t = mapping.translated
+    origin[t, :3, 3] += np.einsum("kij,kj->ki", origin[t, :3, :3], B[t, :3, 3])
+    lk = mapping.locked
+    if lk.any():
+        R = B[lk, :3, :3]
+        origin[lk, :3, :3] = origin[lk, :3, :3] @ (R / np.linalg.norm(R, axis=1, keepdims=True))
+    return origin
+
+
 def read_pose(obj, tree, mapping):
-    """The configuration of the armature's current pose (rotations read the way Blender's IK reads them)."""
+    """The configuration of the armature's current pose (rotations read the way Blender's IK reads them).
+
+    It also sets the tree's per-frame input from the same pose (``Tree.set_origins``): the location of
+    unconnected bones that are not solved (a root walking across the floor) and the rotation of fully locked
+    bones. Every solve reads the pose first, so the tree always stands where the action puts it; nothing of
+    that is a reason to rebuild the tree."""
     basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))
-    order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+    tree.set_origins(mapping.links, frame_origins(mapping, basis))
+    M = basis[mapping.rows]
+    scale = np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True)  # (bones, 1, 3): pose scale per axis
     q = np.zeros(tree.n)
     if mapping.stretch:  # a stretching bone's variable is its scale in armature space: own x inherited
         world_scale = {}
-        for name in mapping.bones:  # parents first
+        for k, name in enumerate(mapping.bones):  # parents first
             parent = mapping.parent.get(name)
             inherited = world_scale.get(parent, 1.0) if mapping.inherits_scale.get(name, True) else 1.0
-            world_scale[name] = float(obj.pose.bones[name].scale[1]) * inherited
+            world_scale[name] = float(scale[k, 0, 1]) * inherited
             if name in mapping.stretch:
                 q[mapping.stretch[name]] = world_scale[name]
-    rows = np.array([order[name] for name in mapping.bones])
-    links = np.array([tree.link_index[name] for name in mapping.bones])
-    M = basis[rows]
     R = np.broadcast_to(np.eye(3), (1, len(tree.link_names), 3, 3)).copy()
-    R[0, links] = M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True)  # without pose scale
+    R[0, mapping.links] = M[:, :3, :3] / scale  # without pose scale
     q = tree.values_from_rotations(R, q)[0]  # every bone at once, read as Blender's IK reads them
-    for name in mapping.free_root:
-        q[mapping.variables[name][:3]] = basis[order[name]][:3, 3]
+    for k, name in enumerate(mapping.bones):
+        if name in mapping.free_root:
+            q[mapping.variables[name][:3]] = M[k, :3, 3]
     return tree.project(q)
 
 

@@ -80,31 +80,45 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
 
 
 _CACHE = {}
+_POSE_SETTINGS = (("lock_ik_x", bool), ("lock_ik_y", bool), ("lock_ik_z", bool), ("use_ik_limit_x", bool),
+                  ("use_ik_limit_y", bool), ("use_ik_limit_z", bool), ("ik_min_x", np.float32),
+                  ("ik_max_x", np.float32), ("ik_min_y", np.float32), ("ik_max_y", np.float32),
+                  ("ik_min_z", np.float32), ("ik_max_z", np.float32), ("ik_stiffness_x", np.float32),
+                  ("ik_stiffness_y", np.float32), ("ik_stiffness_z", np.float32), ("ik_stretch", np.float32))
+# Rest pose and hierarchy: head and matrix are relative to the parent, so a new parent changes them (Bone.parent
+# itself cannot be read in bulk).
+_BONE_SETTINGS = (("matrix_local", np.float32, 16), ("head", np.float32, 3), ("matrix", np.float32, 9),
+                  ("length", np.float32, 1), ("use_connect", bool, 1), ("use_inherit_rotation", bool, 1),
+                  ("inherit_scale", np.int32, 1))
+
+
+def _bulk(collection, prop, dtype, size=1):
+    out = np.zeros(len(collection) * size, dtype=dtype)
+    collection.foreach_get(prop, out)
+    return out.tobytes()
 
 
 def _fingerprint(obj, free_root, use_limit_rotation=False, use_stretch=True):
-    """What the tree depends on: rest pose, pose locations, IK settings, free root."""
-    arm = obj.data
-    rest = np.zeros(len(arm.bones) * 16, dtype=np.float32)
-    arm.bones.foreach_get("matrix_local", rest)
-    loc = np.zeros(len(obj.pose.bones) * 3, dtype=np.float32)
-    obj.pose.bones.foreach_get("location", loc)
-    settings = []
-    for pb in obj.pose.bones:
-        if pb.lock_ik_x and pb.lock_ik_y and pb.lock_ik_z:  # their current rotation is in the tree
-            settings.append(tuple(np.round(np.array(pb.matrix_basis), 9).ravel()))
-        settings.append((pb.name, pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z, pb.use_ik_limit_x, pb.use_ik_limit_y,
-                         pb.use_ik_limit_z, pb.ik_min_x, pb.ik_max_x, pb.ik_min_y, pb.ik_max_y, pb.ik_min_z,
-                         pb.ik_max_z, pb.ik_stiffness_x, pb.ik_stiffness_y, pb.ik_stiffness_z, pb.ik_stretch,
-                         obj.data.bones[pb.name].use_connect, obj.data.bones[pb.name].inherit_scale,
-                         obj.data.bones[pb.name].use_inherit_rotation,
-                         tuple((c.type, c.enabled, c.influence > 0.0) for c in pb.constraints)))
-        if use_limit_rotation:
-            settings.append(tuple((c.enabled, c.influence, c.owner_space, c.use_limit_x, c.min_x, c.max_x,
-                                   c.use_limit_y, c.min_y, c.max_y, c.use_limit_z, c.min_z, c.max_z)
-                                  for c in pb.constraints if c.type == "LIMIT_ROTATION"))
-    return hash((rest.tobytes(), loc.tobytes(), tuple(settings), bool(free_root), bool(use_limit_rotation),
-                 bool(use_stretch), tuple(obj.scale)))
+    """What the tree's structure depends on, read in bulk (no Python loop over the bones): names, rest pose and
+    hierarchy, bone flags, IK settings, free root. Not the pose: what an action animates is per-frame input
+    (armature.read_pose)."""
+    bones, pose_bones = obj.data.bones, obj.pose.bones
+    parts = [tuple(bones.keys()), bool(free_root), bool(use_limit_rotation), bool(use_stretch)]
+    parts += [_bulk(bones, prop, dtype, size) for prop, dtype, size in _BONE_SETTINGS]
+    parts += [_bulk(pose_bones, prop, dtype) for prop, dtype in _POSE_SETTINGS]
+    return hash(tuple(parts))
+
+
+def _constraints(obj, bones):
+    """The constraints on the tree's bones (warnings; limits with Limit Rotation): a loop over the tree's bones
+    only, not the armature's."""
+    out = []
+    for name in bones:
+        out.append(tuple((c.type, c.enabled, c.influence > 0.0) + (
+            (c.influence, c.owner_space, c.use_limit_x, c.min_x, c.max_x, c.use_limit_y, c.min_y, c.max_y,
+             c.use_limit_z, c.min_z, c.max_z) if c.type == "LIMIT_ROTATION" else ())
+            for c in obj.pose.bones[name].constraints))
+    return tuple(out)
 
 
 def goal_bones(obj):
@@ -115,15 +129,22 @@ def goal_bones(obj):
 
 
 def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True):
-    """build_tree, rebuilt only when the rest pose, pose locations, IK settings or the goal bones changed."""
+    """build_tree, rebuilt only when the structure changed: rest pose, hierarchy, IK settings, the constraints
+    of the tree's bones, the goal bones. The pose is not structure: ``read_pose`` sets each frame's input."""
     key = obj.as_pointer()
     subset = None if bones is None else frozenset(bones)
     fp = (_fingerprint(obj, free_root, use_limit_rotation, use_stretch), subset)
     hit = _CACHE.get(key)
-    if hit is None or hit[0] != fp:
-        hit = _CACHE[key] = (fp,) + build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation,
-                                               bones=bones, use_stretch=use_stretch)
-    return hit[1], hit[2]
+    if hit is not None and hit[0] == fp and hit[3] == _constraints(obj, hit[2].bones):
+        return hit[1], hit[2]
+    tree, mapping = build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation, bones=bones,
+                               use_stretch=use_stretch)
+    _CACHE[key] = (fp, tree, mapping, _constraints(obj, mapping.bones))
+    BUILDS[0] += 1
+    return tree, mapping
+
+
+BUILDS = [0]  # trees built by cached_tree since the start (tests check that frames do not rebuild)
 
 
 def settings_tree(obj):

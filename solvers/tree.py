@@ -200,6 +200,19 @@ class Tree:
         return cls(kept, root=base)
 
     # ------------------------------------------------------------------------------------------
+    def set_origins(self, links, origins):
+        """Per-solve input: the fixed transforms ``origins`` (k, 4, 4) of the joints of ``links`` (k indices).
+
+        The tree's structure (joints, variables, limits) stays; what moves a joint frame from outside the
+        solve changes between solves (an action's root location that is not solved, locked bones' rotation).
+        Chain lengths stay those of the structure (they scale losses, paper 000 eq. 14, not positions)."""
+        self.chain_length(0)  # fixed from the structure before the first input
+        links = np.asarray(links, dtype=int)
+        self.origin[links] = origins
+        for m in self.models:
+            if getattr(m, "_basis", None) is not None:  # constants precomputed from the origins
+                m._basis = None
+
     def link(self, name):
         try:
             return self.link_index[name]

@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Scenes set up the way users set them up, for tests, benchmarks and the demo (dev only, needs bpy).
+
+- ``cmu_scene``: a CMU clip imported from its BVH keeps its action; its root bone ``Hips`` walks across the
+  floor (not a free root); position goals on both hands and both feet follow keyed empties a few centimetres
+  away from the animated bones.
+- ``metarig_scene``: Rigify's human metarig under an animated ``root`` bone (a walk cycle of our own), goals
+  the same way.
+- ``move``: the armature object animated too, or parented to a moving empty.
+"""
+
+import math
+import os
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+BVH = os.path.join(ROOT, "data", "bvh")
+CMU_UNIT = 0.0254 / 0.45  # metres per CMU length unit (the ASF files' `length 0.45` inch)
+CMU_LIMBS = ("LeftHand", "RightHand", "LeftFoot", "RightFoot")
+METARIG_LIMBS = ("hand.L", "hand.R", "foot.L", "foot.R")
+# Small offsets of the targets from the animated bones (m): sideways, forward and up, never straight down the
+# line of a stretched leg, so every goal stays reachable without a free root.
+OFFSETS = ((0.03, 0.02, 0.01), (-0.02, 0.03, 0.02), (0.02, -0.02, 0.015), (-0.025, 0.01, 0.02))
+
+
+def fresh(bpy):
+    """An empty scene with the extension registered."""
+    import fullbody_ik
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    if not hasattr(bpy.types.Object, "fullbody_ik"):
+        fullbody_ik.register()
+
+
+def key_locations(bpy, obj, frames, locations):
+    """Key obj.location at each frame in bulk (linear keys): one F-curve per axis."""
+    from bpy_extras import anim_utils
+
+    ad = obj.animation_data or obj.animation_data_create()
+    if ad.action is None:
+        ad.action = bpy.data.actions.new(f"{obj.name} motion")
+    if ad.action_slot is None:
+        ad.action_slot = ad.action.slots.new(id_type="OBJECT", name=obj.name)
+    bag = anim_utils.action_ensure_channelbag_for_slot(ad.action, ad.action_slot)
+    for axis in range(3):
+        fc = bag.fcurves.new("location", index=axis)
+        fc.keyframe_points.add(len(frames))
+        co = np.empty(2 * len(frames))
+        co[0::2], co[1::2] = frames, np.asarray(locations)[:, axis]
+        fc.keyframe_points.foreach_set("co", co)
+        fc.keyframe_points.foreach_set("interpolation", [1] * len(frames))  # LINEAR
+        fc.update()
+
+
+def bone_heads(bpy, obj, bones, frames):
+    """(frames, bones, 3) world positions of the bones' heads as animated."""
+    scene = bpy.context.scene
+    heads = np.zeros((len(frames), len(bones), 3))
+    for k, f in enumerate(frames):
+        scene.frame_set(f)
+        M = np.array(obj.matrix_world)
+        for i, name in enumerate(bones):
+            heads[k, i] = (M @ np.append(np.array(obj.pose.bones[name].head), 1.0))[:3]
+    return heads
+
+
+def follow_bones(bpy, obj, bones, frames, offsets=OFFSETS, kind="POSITION"):
+    """Empties keyed at every frame a small offset away from each bone's head (world, as animated), and a goal
+    per bone on its empty. Returns the empties."""
+    heads = bone_heads(bpy, obj, bones, frames)
+    empties = []
+    for i, name in enumerate(bones):
+        e = bpy.data.objects.new(f"target {name}", None)
+        bpy.context.scene.collection.objects.link(e)
+        key_locations(bpy, e, np.asarray(frames, float), heads[:, i] + np.asarray(offsets[i % len(offsets)]))
+        g = obj.fullbody_ik.goals.add()
+        g.kind, g.bone, g.target, g.use_tail = kind, name, e, False
+        empties.append(e)
+    bpy.context.scene.frame_set(frames[0])
+    return empties
+
+
+def animate_object(bpy, obj, frames, parent=False):
+    """Move the armature over the frames: its own keys (a slide and a turn), or (``parent``) an empty it is
+    parented to that slides, turns and rises."""
+    mover = obj
+    if parent:
+        mover = bpy.data.objects.new("carrier", None)
+        bpy.context.scene.collection.objects.link(mover)
+        obj.parent = mover
+    for k, f in enumerate(frames):
+        t = k / max(len(frames) - 1, 1)
+        mover.location = (1.5 * t, 0.5 * t, 0.3 * t if parent else 0.0)
+        mover.rotation_euler = (0.0, 0.0, math.radians(40) * t)
+        mover.keyframe_insert("location", frame=f)
+        mover.keyframe_insert("rotation_euler", frame=f)
+    return mover
+
+
+def _finish(bpy, obj, frames, limbs, time_limit, move):
+    obj.fullbody_ik.settings.time_limit = time_limit
+    if move:
+        animate_object(bpy, obj, frames, parent=move == "parent")
+    follow_bones(bpy, obj, limbs, frames)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = frames[0], frames[-1]
+    scene.frame_set(frames[0])
+    bpy.context.view_layer.objects.active = obj
+    return obj, frames
+
+
+def import_cmu(bpy, clip):
+    """A CMU clip from data/bvh, imported in metres; returns (armature, first frame, last frame)."""
+    bpy.ops.import_anim.bvh(filepath=os.path.join(BVH, f"cmu_{clip}.bvh"), global_scale=CMU_UNIT,
+                            rotate_mode="NATIVE")
+    obj = bpy.context.object
+    start, end = (int(round(f)) for f in obj.animation_data.action.frame_range)
+    return obj, start + 1, end  # frame `start` is the added T-pose
+
+
+def cmu_scene(bpy, clip="02_01", frames=None, time_limit=0.01, move=None):
+    """(armature, frames): a CMU clip with its own root motion, goals on hands and feet. ``move``: None,
+    "object" (the armature object animated too) or "parent" (parented to a moving empty)."""
+    fresh(bpy)
+    obj, first, last = import_cmu(bpy, clip)
+    return _finish(bpy, obj, list(frames or range(first, last + 1)), CMU_LIMBS, time_limit, move)
+
+
+def metarig(bpy):
+    """Rigify's human metarig (the add-on enabled first)."""
+    import addon_utils
+
+    addon_utils.enable("rigify", default_set=True)
+    bpy.ops.object.armature_human_metarig_add()
+    return bpy.context.object
+
+
+def metarig_scene(bpy, frames=range(1, 49), time_limit=0.01, move=None):
+    """(armature, frames): the human metarig under a new unconnected ``root`` bone that walks 2 m along Y and
+    turns 30 degrees, arms and legs swinging; goals on hands and feet."""
+    fresh(bpy)
+    obj = metarig(bpy)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = obj.data.edit_bones
+    root = eb.new("root")
+    root.head, root.tail = (0, 0, 0), (0, 0.3, 0)
+    for b in eb:
+        if b.parent is None and b.name != "root":
+            b.parent, b.use_connect = root, False
+    bpy.ops.object.mode_set(mode="POSE")
+    frames = list(frames)
+    for k, f in enumerate(frames):
+        t = k / max(len(frames) - 1, 1)
+        phase = 2 * math.pi * 2 * t  # two strides
+        pb = obj.pose.bones["root"]
+        pb.rotation_mode = "XYZ"
+        pb.location = (0.0, 2.0 * t, 0.0)  # the root bone's Y axis is the world's Y: it points forward
+        pb.rotation_euler = (0.0, 0.0, math.radians(30) * t)  # about its own Z: the world's up
+        pb.keyframe_insert("location", frame=f)
+        pb.keyframe_insert("rotation_euler", frame=f)
+        for name, sign in (("upper_arm.L", 1), ("upper_arm.R", -1), ("thigh.L", -1), ("thigh.R", 1)):
+            b = obj.pose.bones[name]
+            b.rotation_mode = "XYZ"
+            b.rotation_euler = (0.35 * sign * math.sin(phase), 0.0, 0.0)
+            b.keyframe_insert("rotation_euler", frame=f)
+        for name in ("shin.L", "shin.R", "forearm.L", "forearm.R"):
+            b = obj.pose.bones[name]
+            b.rotation_mode = "XYZ"
+            b.rotation_euler = (0.25 + 0.2 * math.sin(phase + (0 if name.endswith("L") else math.pi)), 0.0, 0.0)
+            b.keyframe_insert("rotation_euler", frame=f)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return _finish(bpy, obj, frames, METARIG_LIMBS, time_limit, move)
