@@ -33,6 +33,7 @@ class Joint:
     axis: tuple = (1.0, 0.0, 0.0)
     lower: float = -np.inf
     upper: float = np.inf
+    mimic: tuple = None  # URDF <mimic>: (joint it follows, multiplier, offset); the tree refuses or frees it
 
 
 @dataclass

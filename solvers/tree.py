@@ -156,12 +156,25 @@ class Tree:
 
     # ------------------------------------------------------------------------------------------
     @classmethod
-    def from_urdf(cls, path_or_xml, base_link=None, tip_links=None):
-        """Build from a URDF file path or XML string, optionally the sub-tree from base_link to tip_links."""
+    def from_urdf(cls, path_or_xml, base_link=None, tip_links=None, mimic="refuse"):
+        """Build from a URDF file path or XML string, optionally the sub-tree from base_link to tip_links.
+
+        Mimic joints (a gripper's second finger) are not followed by the solvers: a tree that holds one is
+        refused with its name (choose tip links above it), unless ``mimic="free"``, which solves it as an
+        independent joint."""
         from .urdf import parse_urdf
 
-        joints = parse_urdf(path_or_xml)
-        return cls.subtree_of(joints, base_link, tip_links)
+        if mimic not in ("refuse", "free"):
+            raise ValueError(f"mimic must be 'refuse' or 'free', got {mimic!r}")
+        tree = cls.subtree_of(parse_urdf(path_or_xml), base_link, tip_links)
+        followers = [j for j in tree.joints if getattr(j, "mimic", None)]
+        if followers and mimic == "refuse":
+            j = followers[0]
+            more = f" (and {len(followers) - 1} more)" if len(followers) > 1 else ""
+            raise ValueError(f"joint {j.name!r} mimics {j.mimic[0]!r} (multiplier {j.mimic[1]:g}, offset "
+                             f"{j.mimic[2]:g}){more}: mimic joints are not followed by the solvers; choose tip links "
+                             f"above {j.child!r}, or pass mimic='free' to solve it as an independent joint")
+        return tree
 
     @classmethod
     def subtree_of(cls, joints, base_link=None, tip_links=None):

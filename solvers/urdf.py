@@ -40,11 +40,14 @@ def parse_urdf(path_or_xml):
     if root.tag != "robot":
         raise ValueError(f"not a URDF document: root element is <{root.tag}>, expected <robot>")
     joints = []
-    for j in root.iter("joint"):
-        if j.find("parent") is None or j.find("child") is None:
-            continue  # e.g. <joint> elements inside <transmission>
+    # Only <robot>'s own <joint> children describe the kinematics: <joint> elements also appear inside
+    # <transmission>, <gazebo> and plugin blocks, with other meanings and no links.
+    for j in root.findall("joint"):
         name, kind = j.get("name"), j.get("type")
-        parent, child = j.find("parent").get("link"), j.find("child").get("link")
+        parent_el, child_el = j.find("parent"), j.find("child")
+        if parent_el is None or child_el is None or not parent_el.get("link") or not child_el.get("link"):
+            raise ValueError(f"joint {name!r}: a URDF joint needs <parent link=...> and <child link=...>")
+        parent, child = parent_el.get("link"), child_el.get("link")
         origin = _origin(j)
         if kind == "floating":
             joints.append(FreeJoint(name, parent, child, origin))
@@ -53,6 +56,11 @@ def parse_urdf(path_or_xml):
             raise ValueError(f"joint {name!r}: URDF joint type {kind!r} is not supported")
         axis_el = j.find("axis")
         axis = _floats(axis_el.get("xyz") if axis_el is not None else None, (1, 0, 0))
+        if kind != "fixed":
+            norm = np.linalg.norm(axis)
+            if not norm > 1e-12:
+                raise ValueError(f"joint {name!r}: its axis is zero")
+            axis = axis / norm  # descriptions in the wild carry axes like "0 0.7 0.7"
         lower, upper = -np.inf, np.inf
         limit = j.find("limit")
         if kind in ("revolute", "prismatic") and limit is not None:
@@ -60,7 +68,12 @@ def parse_urdf(path_or_xml):
             upper = float(limit.get("upper", 0.0))
             if lower > upper:
                 raise ValueError(f"joint {name!r}: lower limit {lower} is above upper limit {upper}")
-        joints.append(Joint(name, kind, parent, child, origin, tuple(axis), lower, upper))
+        mimic = j.find("mimic")
+        if mimic is not None and kind != "fixed":
+            mimic = (mimic.get("joint"), float(mimic.get("multiplier", 1.0)), float(mimic.get("offset", 0.0)))
+        else:
+            mimic = None
+        joints.append(Joint(name, kind, parent, child, origin, tuple(axis), lower, upper, mimic))
     if not joints:
         raise ValueError("the URDF has no joints")
     return joints

@@ -2,6 +2,7 @@
 """The kinematic tree: URDF, forward kinematics, Jacobians, Blender's bone limits, projection."""
 
 import math
+import os
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -90,7 +91,7 @@ def _reference_fk(path, q_by_name):
 @pytest.mark.parametrize("name", ["kuka_iiwa.urdf", "franka_panda.urdf", "ur5.urdf", "pr2.urdf", "baxter.urdf",
                                   "kuka_kr120r2500pro.urdf", "human.urdf"])
 def test_fk_matches_an_independent_reference(name):
-    tree = Tree.from_urdf(urdf(name))
+    tree = Tree.from_urdf(urdf(name), mimic="free")
     rng = np.random.default_rng(3)
     for q in tree.random_configurations(rng, 3):
         ours = tree.fk(q)
@@ -101,7 +102,7 @@ def test_fk_matches_an_independent_reference(name):
 
 
 def test_subtree_is_relative_to_its_base():
-    full = Tree.from_urdf(urdf("baxter.urdf"))
+    full = Tree.from_urdf(urdf("baxter.urdf"), mimic="free")
     sub = Tree.from_urdf(urdf("baxter.urdf"), "right_arm_mount", "right_wrist")
     q = sub.random_configurations(0, 1)[0]
     qf = np.zeros(full.n)
@@ -391,3 +392,23 @@ def test_a_batch_shares_one_point_for_its_jacobian():
     assert J.shape == (4, 6, tree.n)
     for p in range(4):
         assert np.allclose(J[p], tree.state(Q[p]).point_jacobian(5, point), atol=1e-12)
+
+
+def test_urdf_from_the_wild_reads_only_the_robots_own_joints():
+    """<joint> elements inside <transmission>, <gazebo> and plugin blocks are not kinematics; a mimic finger
+    is refused by name when it is in the tree, fine when the tree stops above it."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild_arm.urdf")
+    tree = Tree.from_urdf(path, "world", "hand")
+    assert tree.joint_names == ["shoulder_pan", "shoulder_lift", "elbow", "wrist_roll"]
+    assert np.allclose(tree.fk(np.zeros(4))["hand"][:3, 3], [0, 0, 0.8])
+    q = np.array([np.pi / 2, 0.0, 0.0, 0.0])  # axis "0 0 2" is read as a unit axis: a quarter turn
+    assert np.allclose(tree.fk(q)["hand"][:3, :3], [[0, -1, 0], [1, 0, 0], [0, 0, 1]], atol=1e-12)
+    with pytest.raises(ValueError, match="'finger_right_joint' mimics 'finger_left_joint'.*tip links above"):
+        Tree.from_urdf(path)
+    with pytest.raises(ValueError, match="mimics"):
+        Tree.from_urdf(path, "world", ["finger_left", "finger_right"])
+    free = Tree.from_urdf(path, mimic="free")
+    assert "finger_right_joint" in free.joint_names and free.n == 6
+    broken = open(path).read().replace('<child link="forearm"/>', "")
+    with pytest.raises(ValueError, match="'shoulder_lift': a URDF joint needs"):
+        Tree.from_urdf(broken)
