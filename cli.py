@@ -24,7 +24,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-METHODS = ("lm", "memetic", "nullspace", "projected_gradient", "ncg")
 
 
 class UsageError(Exception):
@@ -51,7 +50,9 @@ def _bake_options(p):
                    help="drop keys the curve reproduces within TOL (default 0: key every frame)")
     p.add_argument("--continuity", type=float, default=1e-4, metavar="W",
                    help="weight of staying near the previous frame's pose (default 1e-4)")
-    p.add_argument("--method", choices=METHODS, help="solver (default: the armature's settings)")
+    from .solvers.methods import METHODS
+
+    p.add_argument("--method", choices=list(METHODS), help="solver (default: the armature's settings)")
     p.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame (default: the armature's)")
     p.add_argument("--report", metavar="PATH.png", help="save a plot of the bake report")
     p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")

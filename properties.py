@@ -14,24 +14,12 @@ from bpy.props import (
 )
 
 from .registration import register_classes, unregister_classes
+from .rig.goals import GOAL_KINDS as _GOAL_KINDS
+from .solvers.methods import METHODS as _METHODS
 
-GOAL_KINDS = [
-    ("POSITION", "Position", "Bring the bone's head (or tip) to the target's position"),
-    ("ORIENTATION", "Orientation", "Turn the bone to the target's orientation"),
-    ("POSE", "Pose", "Position and orientation of the target"),
-    ("LOOK_AT", "Look At", "Point an axis of the bone at the target"),
-    ("DISTANCE", "Distance", "Keep at least a minimum distance from the target (collision sphere)"),
-    ("DISPLACEMENT", "Displacement", "Stay near the pose the solve starts from"),
-    ("JOINT_VALUE", "Joint Value", "Hold one rotation axis of the bone at a value"),
-]
-METHODS = [
-    ("lm", "Levenberg-Marquardt", "Fast local solver; several starts at once within the time budget"),
-    ("memetic", "Memetic (BioIK)", "Global evolutionary solver with gradient exploitation: many goals, avoids "
-     "local minima"),
-    ("nullspace", "Prioritized", "Higher-priority goals first, lower ones only in what is left"),
-    ("ncg", "Conjugate Gradient", "Projected non-linear conjugate gradient"),
-    ("projected_gradient", "Projected Gradient", "Steepest descent with projected line search"),
-]
+# Read from the tables of the solver core and the rig bridge: one definition of each method and goal kind.
+GOAL_KINDS = [(k.name, k.label, k.description) for k in _GOAL_KINDS.values()]
+METHODS = [(m.name, m.label, m.description) for m in _METHODS.values()]
 AXES = [("X", "X", ""), ("Y", "Y", ""), ("Z", "Z", ""), ("-X", "-X", ""), ("-Y", "-Y", ""), ("-Z", "-Z", "")]
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from fullbody_ik.rig import build_tree, read_pose, write_pose
 from fullbody_ik.rig.armature import bone_rotations, rotation_violations
-from fullbody_ik.solvers import BoneJoint, Displacement, Position, solve, track
+from fullbody_ik.solvers import BoneJoint, Displacement, Position, Tracker, solve
 from fullbody_ik.solvers.joints import bone_values
 
 from .common import RESULTS, ROOT, table, write
@@ -107,6 +107,7 @@ def run_ours(bpy, obj, hips, targets, method, budget, starts=1, rest_weight=0.0)
     tree, mapping = build_tree(obj, bones=list(EFFECTORS))  # hips at rest, locked: the tree's base
     rest_hips = np.array(obj.data.bones["Hips"].matrix_local)
     q = read_pose(obj, tree, mapping)
+    tracker = Tracker(tree, method, budget)  # what a bake does: the first frame a full solve, then tracking
     errors, ms, viol, series = [], [], 0, []
     for (loc, rot), pts in zip(hips, targets):
         hb.location, hb.rotation_mode, hb.rotation_quaternion = loc, "QUATERNION", rot
@@ -118,8 +119,8 @@ def run_ours(bpy, obj, hips, targets, method, budget, starts=1, rest_weight=0.0)
         if rest_weight:  # a preference for the rest pose: keeps redundant chains from drifting into dead ends
             goals.append(Displacement(np.zeros(tree.n), weight=rest_weight))
         t0 = time.perf_counter()
-        if starts == 1:  # what a bake does: the first frame a full solve, then from the previous frame
-            res = track(tree, goals, q, budget, rng=len(ms), first=not ms, method=method)
+        if starts == 1:
+            res = tracker.step(goals, q)
         else:
             res = solve(tree, goals, q, method=method, time_limit=budget, rng=0, starts=starts)
         ms.append((time.perf_counter() - t0) * 1e3)

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers import Displacement, solve, track
 from ..solvers.blas import single_thread_blas
 from .armature import (
     RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
 )
-from .goals import ANGULAR_KINDS, goal_objectives, settings_tree, solver_options
+from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -212,17 +211,18 @@ class Baker:
     def __init__(self, scene, obj, options):
         check_bake(obj, options)
         self.scene, self.obj, self.options = scene, obj, options
-        s = obj.fullbody_ik.settings
-        self.method = options.method or s.method
-        self.time_limit = options.time_limit or s.time_limit
         self.tree, self.mapping = settings_tree(obj)
+        try:
+            self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity)
+        except ValueError as e:  # an unknown method or option
+            raise RigError(str(e)) from None
+        self.method = self.tracker.method
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
         self.labels = [_goal_label(enabled[i]) for i in self.goal_index]
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS else "m" for i in self.goal_index]
-        self.options_solver = solver_options(s) if self.method == s.method else {}
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
         self.solve_ms, self.frame_ms = [], []
         self.start_values = {}
@@ -245,35 +245,13 @@ class Baker:
             for name in mapping.bones:
                 pb = obj.pose.bones[name]
                 self.start_values[name] = tuple(getattr(pb, rotation_path(pb)))
-        previous = self.Q[-1] if self.Q else None
-        seed = q_anim if previous is None else previous
+        seed = q_anim if self.tracker.previous is None else self.tracker.previous
         try:
             objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, seed)
         except RigError as e:
             raise RigError(f"frame {f}: {e}") from None
-        if previous is not None and self.options.continuity > 0:
-            objectives.append(Displacement(previous, weight=self.options.continuity))
         t1 = time.perf_counter()
-        rng = obj.fullbody_ik.settings.seed + len(self.Q)
-        if previous is None:  # a full solve from the animated pose: nothing to follow yet
-            res = track(tree, objectives, seed, self.time_limit, rng, first=True, method=self.method,
-                        **self.options_solver)
-        else:
-            # stall=3: when the goals' error stops falling (the continuity goal holds them just short of
-            # their tolerance, or a dead end), hand over to the polish below instead of using up the budget.
-            stall = {"stall": 3} if self.method in ("lm", "nullspace") else {}
-            res = solve(tree, objectives, seed, method=self.method, time_limit=self.time_limit, rng=rng,
-                        restarts=False, **stall, **self.options_solver)
-            if not res.success:
-                # The continuity goal pulls against the goals, or the previous answer led into a dead end:
-                # carry on without it, from where it led, restarting near the best answer if need be.
-                # This polish shares the frame's budget (with at least a third of it), so a frame takes about
-                # the time limit, not twice.
-                left = max(self.time_limit - (time.perf_counter() - t1), self.time_limit / 3)
-                polish = track(tree, objectives[:-1] if self.options.continuity > 0 else objectives, res.q,
-                               left, rng, method=self.method, **self.options_solver)
-                if (polish.success, -polish.cost) > (res.success, -res.cost):
-                    res = polish
+        res = self.tracker.step(objectives, q_anim)
         t2 = time.perf_counter()
         self.Q.append(res.q)
         self.anim_Q.append(q_anim)

@@ -8,9 +8,9 @@ drive a session with synthetic mouse positions and view matrices; the modal oper
 
 import numpy as np
 
-from ..solvers import Position, track
+from ..solvers import Position
 from .armature import RigError, read_pose, write_pose
-from .goals import cached_tree, goal_bones, goal_objectives, solver_options
+from .goals import cached_tree, goal_bones, goal_objectives, settings_tracker
 
 
 def look_at_perspective(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
@@ -64,6 +64,9 @@ class DragSession:
         self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation, bones,
                                              self.settings.use_stretch)
         self.start_q = read_pose(obj, self.tree, self.mapping)
+        # Each step starts from the pose of the last one (the tracker's continuity and nearby restarts): the
+        # pose under the mouse moves on, it does not jump to another solution.
+        self.tracker = settings_tracker(obj, self.tree, previous=self.start_q)
         self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
                                      tuple(pb.rotation_axis_angle), tuple(pb.scale)) for pb in obj.pose.bones}
         self.saved_target = self.saved_matrix = None
@@ -120,12 +123,8 @@ class DragSession:
         world = from_screen(self.perspective, self.size, np.asarray(mouse, dtype=float) + self.grab_offset,
                             self.depth)
         objectives = self._objectives(world)
-        q0 = read_pose(self.obj, self.tree, self.mapping)
-        s = self.settings
-        # From the pose of the last step, restarting near it (not from random poses) while goals are unmet:
-        # the pose under the mouse moves on, it does not jump to another solution.
-        self.last = track(self.tree, objectives, q0, s.time_limit, rng=s.seed, method=s.method,
-                          **solver_options(s))
+        read_pose(self.obj, self.tree, self.mapping)  # this frame's input (the pose is the tracker's last answer)
+        self.last = self.tracker.step(objectives)
         write_pose(self.obj, self.tree, self.mapping, self.last.q)
         return self.last
 

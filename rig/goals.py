@@ -3,11 +3,42 @@
 
 import numpy as np
 
-from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, solve
+from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tracker
 from .armature import RigError, build_tree, read_pose, write_pose
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
-ANGULAR_KINDS = {"ORIENTATION", "LOOK_AT", "JOINT_VALUE"}
+
+
+class GoalKind:
+    """One kind of goal: its name in files and the UI, its error unit ("m", "rad"; None: a preference that
+    cannot be missed) and how it becomes an objective: ``make(goal, T, offset, tol, unit, common)`` with the
+    target T (4x4, armature space; None for kinds without a target), the bone point, tolerance in the tree's
+    units, world-to-armature length factor and the weight and priority."""
+
+    def __init__(self, name, label, description, unit, make, target=True):
+        self.name, self.label, self.description, self.unit = name, label, description, unit
+        self.make, self.target = make, target
+
+
+GOAL_KINDS = {k.name: k for k in (
+    GoalKind("POSITION", "Position", "Bring the bone's head (or tip) to the target's position", "m",
+             lambda g, T, offset, tol, unit, c: Position(g.bone, T[:3, 3], offset=offset, tolerance=tol, **c)),
+    GoalKind("ORIENTATION", "Orientation", "Turn the bone to the target's orientation", "rad",
+             lambda g, T, offset, tol, unit, c: Orientation(g.bone, T[:3, :3], tolerance=tol, **c)),
+    GoalKind("POSE", "Pose", "Position and orientation of the target", "m",
+             lambda g, T, offset, tol, unit, c: Pose(g.bone, T, offset=offset, tolerance=tol, **c)),
+    GoalKind("LOOK_AT", "Look At", "Point an axis of the bone at the target", "rad",
+             lambda g, T, offset, tol, unit, c: LookAt(g.bone, T[:3, 3], axis=AXIS_VECTORS[g.look_at_axis],
+                                                       tolerance=tol, **c)),
+    GoalKind("DISTANCE", "Distance", "Keep at least a minimum distance from the target (collision sphere)", "m",
+             lambda g, T, offset, tol, unit, c: Distance(g.bone, g.min_distance * unit, point=offset,
+                                                         other_point=T[:3, 3], tolerance=tol, **c)),
+    GoalKind("DISPLACEMENT", "Displacement", "Stay near the pose the solve starts from", None, None, False),
+    GoalKind("JOINT_VALUE", "Joint Value", "Hold one rotation axis of the bone at a value", "rad",
+             lambda g, T, offset, tol, unit, c: JointValue(f"{g.bone}.{g.joint_axis.lower()}", g.joint_value,
+                                                           tolerance=tol, **c), False),
+)}
+ANGULAR_KINDS = {k.name for k in GOAL_KINDS.values() if k.unit == "rad"}
 
 
 def target_matrix(obj, goal):
@@ -34,11 +65,24 @@ def target_matrix(obj, goal):
     return local
 
 
+def world_scale(obj):
+    """The armature's uniform world scale (its own and its parents', as animated); a RigError when it is not
+    uniform at this frame (the solve's lengths would then depend on direction)."""
+    norms = np.linalg.norm(np.array(obj.matrix_world)[:3, :3], axis=0)
+    if not np.all(np.isfinite(norms)) or norms.min() < 1e-12:
+        raise RigError(f"armature {obj.name!r} is scaled to zero or not finite in the world")
+    if norms.max() - norms.min() > 1e-5 * norms.max():
+        raise RigError(f"armature {obj.name!r} is scaled non-uniformly in the world "
+                       f"{tuple(round(float(n), 4) for n in norms)} (by its own or a parent's scale): "
+                       "apply the scale or scale uniformly")
+    return float(norms.mean())
+
+
 def goal_objectives(obj, goals, tree, mapping, q_start):
     """Objectives for the enabled goals; a RigError names the first goal that cannot be used."""
     objectives = []
     # Tolerances and distances are world lengths; the tree lives in the armature's (uniformly scaled) space.
-    unit = 1.0 / max(float(np.linalg.norm(np.array(obj.matrix_world)[:3, 0])), 1e-12)
+    unit = 1.0 / world_scale(obj)
     for number, goal in enumerate(goals, start=1):
         if not goal.enabled:
             continue
@@ -50,30 +94,18 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
             raise RigError(f"{where}): bone {goal.bone!r} not found in {obj.name!r} (deleted or renamed?)")
         bone = obj.data.bones[goal.bone]
         offset = (0.0, bone.length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
-        tol = goal.tolerance * unit if goal.kind not in ANGULAR_KINDS else max(goal.tolerance, 1e-3)
+        kind = GOAL_KINDS[goal.kind]
+        tol = goal.tolerance * unit if kind.unit == "m" else max(goal.tolerance, 1e-3)
         common = dict(weight=goal.weight, priority=goal.priority)
-        if goal.kind == "JOINT_VALUE":
-            name = f"{goal.bone}.{goal.joint_axis.lower()}"
-            if name not in tree.joint_names:
-                raise RigError(f"{where}): the {goal.joint_axis} axis of {goal.bone!r} is locked")
-            objectives.append(JointValue(name, goal.joint_value, tolerance=tol, **common))
-            continue
-        try:
-            T = target_matrix(obj, goal)
-        except RigError as e:
-            raise RigError(f"{where}): {e}") from None
-        if goal.kind == "POSITION":
-            objectives.append(Position(goal.bone, T[:3, 3], offset=offset, tolerance=tol, **common))
-        elif goal.kind == "ORIENTATION":
-            objectives.append(Orientation(goal.bone, T[:3, :3], tolerance=tol, **common))
-        elif goal.kind == "POSE":
-            objectives.append(Pose(goal.bone, T, offset=offset, tolerance=tol, **common))
-        elif goal.kind == "LOOK_AT":
-            objectives.append(LookAt(goal.bone, T[:3, 3], axis=AXIS_VECTORS[goal.look_at_axis], tolerance=tol,
-                                     **common))
-        elif goal.kind == "DISTANCE":
-            objectives.append(Distance(goal.bone, goal.min_distance * unit, point=offset, other_point=T[:3, 3],
-                                       tolerance=tol, **common))
+        if goal.kind == "JOINT_VALUE" and f"{goal.bone}.{goal.joint_axis.lower()}" not in tree.joint_names:
+            raise RigError(f"{where}): the {goal.joint_axis} axis of {goal.bone!r} is locked")
+        T = None
+        if kind.target:
+            try:
+                T = target_matrix(obj, goal)
+            except RigError as e:
+                raise RigError(f"{where}): {e}") from None
+        objectives.append(kind.make(goal, T, offset, tol, unit, common))
     if not any(not isinstance(o, Displacement) for o in objectives):
         raise RigError("no enabled goal: add one for a bone (Add Goal) or enable one")
     return objectives
@@ -162,16 +194,24 @@ def solver_options(settings):
     return options
 
 
+def settings_tracker(obj, tree, method="", time_limit=0.0, continuity=1e-4, previous=None):
+    """The tracker (solvers.Tracker: one policy for bake, drag and Solve) with the armature's solver settings;
+    ``method`` and ``time_limit`` override them when given."""
+    s = obj.fullbody_ik.settings
+    method = method or s.method
+    options = solver_options(s) if method == s.method else {}
+    return Tracker(tree, method, time_limit or s.time_limit, continuity, s.seed, previous, **options)
+
+
 def solve_pose(obj):
-    """Solve the armature's goals from its current pose and write the result into the pose bones.
+    """Solve the armature's goals from its current pose and write the result into the pose bones (a first
+    frame of tracking: a local solve from the pose, a full one when that falls short).
 
     Returns the solver's Result. Raises RigError for bad input, before anything is changed."""
-    props = obj.fullbody_ik
-    s = props.settings
     tree, mapping = settings_tree(obj)
     q0 = read_pose(obj, tree, mapping)
-    objectives = goal_objectives(obj, props.goals, tree, mapping, q0)
-    result = solve(tree, objectives, q0, method=s.method, time_limit=s.time_limit, rng=s.seed, **solver_options(s))
+    objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q0)
+    result = settings_tracker(obj, tree).step(objectives, q0)
     write_pose(obj, tree, mapping, result.q)
     result.unmodeled = mapping.unmodeled
     result.moved_bones = [name for name in mapping.bones

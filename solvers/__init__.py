@@ -4,11 +4,13 @@
 from .joints import BoneJoint, FreeJoint, Joint
 from .objectives import Displacement, Distance, JointFunction, JointValue, LookAt, Objective, Orientation, Pose, Position
 from .problem import Problem, Result
-from .solve import METHODS, register_method, solve, track
+from .methods import METHODS, Method, method, register_method
+from .solve import solve
+from .tracking import Tracker
 from .tree import State, Tree
 
 __all__ = [
     "Tree", "State", "Joint", "BoneJoint", "FreeJoint",
     "Objective", "Position", "Orientation", "Pose", "LookAt", "Distance", "Displacement", "JointValue", "JointFunction",
-    "solve", "track", "Result", "Problem", "METHODS", "register_method",
+    "solve", "Tracker", "Result", "Problem", "METHODS", "Method", "method", "register_method",
 ]

@@ -3,22 +3,9 @@
 
 import numpy as np
 
-from . import lm, memetic, ncg, nullspace, projected_gradient
 from .blas import single_thread_blas
+from .methods import METHODS, method as method_record, register_method  # noqa: F401 (the public names)
 from .problem import Budget, Problem
-
-METHODS = {
-    "lm": lm.run,
-    "projected_gradient": projected_gradient.run,
-    "ncg": ncg.run,
-    "nullspace": nullspace.run,
-    "memetic": memetic.run,
-}
-
-
-def register_method(name, run):
-    """Add a method: ``run(problem, q0, budget, rng=..., **options) -> (q, message[, elites])``."""
-    METHODS[name] = run
 
 
 def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_iterations=None, rng=None,
@@ -38,8 +25,8 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
 
 
 def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options):
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    record = method_record(method)
+    record.check_options(options)
     problem = Problem(tree, objectives)
     budget = Budget(time_limit, max_iterations)
     rng = np.random.default_rng(rng)
@@ -49,8 +36,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     q0 = tree.project(q0)
     if tree.n == 0:  # nothing can move: the answer is the (empty) configuration, judged as it is
         return problem.result(q0, method, budget, "the tree has no movable joints")
-    run = METHODS[method]
-    if method not in ("lm", "projected_gradient", "ncg", "nullspace"):  # global methods: no restarts
+    run = record.run
+    if not record.local:  # global methods: no restarts
         out = run(problem, q0, budget, rng=rng, **options)
         result = problem.result(out[0], method, budget, out[1])
         if len(out) > 2:
@@ -64,11 +51,11 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
-    if max_restarts and method == "lm" and (options.get("starts") or 2) > 1 and not nearby:
+    if max_restarts and record.multistart is not None and (options.get("starts") or 2) > 1 and not nearby:
         # With restarts allowed, LM runs several searches at once (vectorized), replacing stalled ones.
-        q, message = lm.run_multistart(problem, q0, budget, rng=rng, **options)
+        q, message = record.multistart(problem, q0, budget, rng=rng, **options)
         return problem.result(q, method, budget, message)
-    if max_restarts and method in ("lm", "nullspace"):
+    if max_restarts and record.stall_restarts:
         options.setdefault("stall", 5)  # give up a local minimum early: a new start is cheaper
     while True:
         q, message = run(problem, seed, budget, **options)
@@ -86,17 +73,3 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     if count:
         best_msg += f" (best of {count + 1} starts)"
     return problem.result(best_q, method, budget, best_msg, restarts=count)
-
-
-def track(tree, objectives, seed_q, time_limit, rng=None, first=False, method="lm", **options):
-    """One frame of tracking (bake, mocap): the first frame is a full solve (random restarts, ten times the
-    budget and at least 0.3 s: nothing to start from but the seed; measured on four CMU clips from rest,
-    100 ms left the first frame 14-64 mm off for some seeds, 300 ms solved it for every seed tried); later
-    frames start from the previous answer and, while it falls short, restart from perturbations of the best
-    answer (``nearby``), keeping close to it."""
-    if first:
-        return solve(tree, objectives, seed_q, method, time_limit=max(10 * time_limit, 0.3), rng=rng, **options)
-    if method not in ("lm", "nullspace", "projected_gradient", "ncg"):
-        return solve(tree, objectives, seed_q, method, time_limit=time_limit, rng=rng, **options)
-    return solve(tree, objectives, seed_q, method, time_limit=time_limit, rng=rng, restarts=True, nearby=0.1,
-                 **options)

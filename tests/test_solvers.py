@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fullbody_ik.solvers import (
-    BoneJoint, Displacement, Distance, Joint, JointValue, LookAt, Pose, Position, Tree, solve,
+    BoneJoint, Displacement, Distance, Joint, JointValue, LookAt, Pose, Position, Tree, Tracker, METHODS, solve,
 )
 from fullbody_ik.solvers.nullspace import minimize
 
@@ -72,6 +72,40 @@ def test_unknown_names_and_methods_are_clear_errors(iiwa):
         solve(iiwa, [], None)
     with pytest.raises(ValueError, match="seed has 3 values"):
         solve(iiwa, [Position("lbr_iiwa_link_7", [0, 0, 1])], [0, 0, 0])
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_a_misspelt_option_is_an_error_not_ignored(iiwa, name):
+    goal = [Position("lbr_iiwa_link_7", [0.3, 0.2, 0.6])]
+    with pytest.raises(ValueError, match=f"method '{name}' has no option 'stal'"):
+        solve(iiwa, goal, None, method=name, max_iterations=2, stal=3)
+    with pytest.raises(ValueError, match="has no option 'stal'"):
+        Tracker(iiwa, name, 0.01, stal=3)
+    for option in METHODS[name].options:  # every option the table names is taken by the method
+        if option not in ("timings", "starts"):
+            value = METHODS[name].options[option]
+            solve(iiwa, goal, None, method=name, max_iterations=2, rng=0, **{option: value})
+
+
+def test_tracker_first_frame_local_then_follows_with_continuity(iiwa):
+    """A first frame whose seed is close is solved locally (no restarts: the answer stays near the seed); later
+    frames start from the previous answer, the continuity goal dropped from the result's lists."""
+    rng = np.random.default_rng(5)
+    q = iiwa.random_configurations(rng, 1)[0]
+    path = [q + 0.02 * k for k in range(6)]
+    tracker = Tracker(iiwa, "lm", 0.02, continuity=1e-4, seed=3)
+    assert tracker.previous is None
+    answers = []
+    for k, qk in enumerate(path):
+        goal = [Position("lbr_iiwa_link_7", iiwa.fk(qk)["lbr_iiwa_link_7"][:3, 3])]
+        res = tracker.step(goal, path[0] if k == 0 else None)
+        assert res.success and len(res.errors) == 1 and res.restarts == 0
+        assert np.array_equal(tracker.previous, res.q)
+        answers.append(res.q)
+    jumps = np.abs(np.diff(answers, axis=0)).max()
+    assert jumps < 0.2  # redundant arm: it follows, it does not jump to another solution
+    with pytest.raises(ValueError, match="unknown method"):
+        Tracker(iiwa, "magic")
 
 
 def test_same_seed_same_answer(iiwa):
