@@ -11,12 +11,15 @@ With the pip ``bpy`` module, the same arguments and the file first::
     python -m fullbody_ik batch bake --jobs 2 a.blend b.blend --output-dir baked/
 
 Exit codes: 0 success, 1 failure, 2 bad arguments. ``--json`` prints one machine-readable JSON document on
-standard output (everything else goes to standard error). A failed bake writes nothing.
+standard output (everything else goes to standard error). A bake that cannot run writes nothing; a bake that
+ran but missed its goals by more than ``--max-error`` (default 1 cm) on some frames exits 1, names those frames
+and keeps its result for inspection.
 """
 
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -54,8 +57,23 @@ def _bake_options(p):
 
     p.add_argument("--method", choices=list(METHODS), help="solver (default: the armature's settings)")
     p.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame (default: the armature's)")
+    p.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
+                   help="a frame whose goal misses by more (world units) fails the bake: exit 1, the result kept "
+                        "for inspection (default 0.01: 1 cm; inf accepts any error)")
+    p.add_argument("--max-angle", type=_non_negative, metavar="DEGREES",
+                   help="the same for angular goals (default 1 degree; any angle with --max-error inf)")
     p.add_argument("--report", metavar="PATH.png", help="save a plot of the bake report")
     p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
+
+
+def _non_negative(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number (or inf), got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more (or inf), got {text!r}")
+    return value
 
 
 def parser(inside_blender=False):
@@ -195,7 +213,8 @@ def run_bake(args, inside_blender=False):
         _use_action(obj, args.action)
     first, last = frames or (scene.frame_start, scene.frame_end)
     options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
-                          args.time_limit or 0.0)
+                          args.time_limit or 0.0, args.max_error,
+                          None if args.max_angle is None else math.radians(args.max_angle))
     last_shown = [-1]
 
     def progress(p):
@@ -213,12 +232,14 @@ def run_bake(args, inside_blender=False):
             bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(output), copy=True)
         except RuntimeError as e:
             raise Failure(f"cannot save {output}: {str(e).strip()}") from None
-    result = {"file": source, "output": output, "report": report.to_dict()}
+    result = {"file": source, "output": output, "ok": report.ok, "report": report.to_dict()}
     if args.report:
         report.plot(args.report)
         result["report_png"] = args.report
     log(report.text())
     log(f"saved {output}" + (f", plot {args.report}" if args.report else ""))
+    if not report.ok:  # kept for inspection, but not a success
+        result["error"] = f"{report.verdict()['text']}; the result was saved to {output} for inspection"
     return result
 
 
@@ -232,9 +253,10 @@ def _worker_command(file, args, output):
     else:
         cmd = [sys.executable, "-m", "fullbody_ik", "bake", file]
     cmd += ["--output", output, "--json", "--step", str(args.step), "--thin", repr(args.thin),
-            "--continuity", repr(args.continuity)]
+            "--continuity", repr(args.continuity), "--max-error", repr(args.max_error)]
     for flag, value in (("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
-                        ("--method", args.method), ("--time-limit", args.time_limit)):
+                        ("--method", args.method), ("--time-limit", args.time_limit),
+                        ("--max-angle", args.max_angle)):
         if value is not None:
             cmd += [flag, str(value)]
     if args.replace:
@@ -265,10 +287,11 @@ def run_batch(args):
         proc = subprocess.run(_worker_command(file, args, output), env=env, capture_output=True, text=True)
         entry = {"file": file, "ok": proc.returncode == 0, "exit": proc.returncode,
                  "seconds": time.perf_counter() - t0}
-        if proc.returncode == 0:
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if lines:  # a bake that ran: its report, also when it missed its goals (exit 1, result kept)
             entry.update(json.loads(lines[-1]))
-        else:
+            entry["ok"] = proc.returncode == 0 and entry.get("ok", True)
+        if not entry["ok"] and "error" not in entry:
             errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
             entry["error"] = (errors[-1].split("error:", 1)[1].strip() if errors
                               else (proc.stderr.strip().splitlines() or ["(no message)"])[-1])
@@ -283,17 +306,19 @@ def run_batch(args):
     seconds = time.perf_counter() - started
     log(summary_table(results))
     failed = sum(not r["ok"] for r in results)
-    log(f"{len(results) - failed} of {len(results)} files baked in {seconds:.1f} s ({args.jobs} jobs)")
+    log(f"{len(results) - failed} of {len(results)} files baked in {seconds:.1f} s ({args.jobs} jobs)"
+        + (f"; {failed} failed" if failed else ""))
     return {"jobs": args.jobs, "seconds": seconds, "files": results, "failed": failed}
 
 
 def summary_table(results):
     rows = [["file", "status", "frames", "met", "mean mm", "max mm", "ms/frame", "seconds"]]
     for r in results:
-        if r["ok"]:
+        if "report" in r:
             s = r["report"]["summary"]
+            status = "ok" if r["ok"] else f"FAILED ({r['exit']}): {r.get('error', '')}"
             mm = (lambda v: "-" if v is None else f"{v:.3f}")
-            rows.append([os.path.basename(r["file"]), "ok", str(s["frames"]), str(s["solved_frames"]),
+            rows.append([os.path.basename(r["file"]), status, str(s["frames"]), str(s["solved_frames"]),
                          mm(s["mean_error_mm"]), mm(s["max_error_mm"]), f"{s['ms_per_frame']:.1f}",
                          f"{r['seconds']:.1f}"])
         else:
@@ -332,6 +357,9 @@ def main(argv, inside_blender=False):
     if args.json:
         print(json.dumps(result), flush=True)
     if args.command == "batch" and result["failed"]:
+        return EXIT_FAILED
+    if args.command == "bake" and not result["ok"]:
+        log(f"fullbody_ik bake: error: {result['error']}")
         return EXIT_FAILED
     return EXIT_OK
 

@@ -31,6 +31,9 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
                         description="Drop keys the curve reproduces within this tolerance (0: keep every frame)")
     continuity: FloatProperty(name="Continuity", default=1e-4, min=0.0, soft_max=1.0, precision=4,
                               description="Weight of staying near the previous frame's pose")
+    max_error: FloatProperty(name="Max Error", default=0.01, min=0.0, soft_max=0.1, precision=4, subtype="DISTANCE",
+                             description="A frame whose goal misses by more than this (world units; angular goals: "
+                                         "1 degree) makes the bake a failure; the result is kept for inspection")
 
     @classmethod
     def poll(cls, context):
@@ -41,7 +44,8 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
         start = self.frame_start if self.properties.is_property_set("frame_start") else scene.frame_start
         end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
         self.frame_start, self.frame_end = start, end
-        return BakeOptions(start, end, self.step, self.replace, self.thin, self.continuity)
+        return BakeOptions(start, end, self.step, self.replace, self.thin, self.continuity,
+                           max_error=self.max_error)
 
     def _start(self, context):
         problem = armature_problem(context)
@@ -60,6 +64,10 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
     def _done(self, report):
         s = report.summary()
         err = f", largest position error {s['max_error_mm']:.3g} mm" if s["max_error_mm"] is not None else ""
+        if not report.ok:  # not a success: an error (scripts get it as RuntimeError), the result kept
+            self.report({"ERROR"}, f"Bake failed: {report.verdict()['text']}{err}; the result is kept in action "
+                                   f"{report.action!r} for inspection (report: Text Editor, {REPORT_TEXT!r})")
+            return
         level = {"INFO"} if s["solved_frames"] == s["frames"] else {"WARNING"}
         self.report(level, f"Baked {s['frames']} frames into {report.action!r}: {s['solved_frames']} with every "
                            f"goal met{err}, {report.keys} keys, {s['ms_per_frame']:.1f} ms per frame "

@@ -19,7 +19,7 @@ from ..solvers.blas import single_thread_blas
 from .armature import (
     RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
 )
-from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree
+from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree, world_scale
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -35,6 +35,28 @@ class BakeOptions:
     continuity: float = 1e-4  # weight of the goal to stay near the previous frame's solution (0: off)
     method: str = ""  # empty: the armature's settings
     time_limit: float = 0.0  # seconds per frame; 0: the armature's settings
+    max_error: float = 0.01  # world units: a frame whose goal misses by more fails the bake (inf: accept any)
+    max_angle: float = None  # radians, for angular goals; None: 1 degree, or any angle when max_error is inf
+
+    def angle_threshold(self):
+        if self.max_angle is not None:
+            return self.max_angle
+        return np.inf if np.isinf(self.max_error) else np.radians(1.0)
+
+
+def frame_ranges(frames):
+    """[3, 4, 5, 9, 11, 12] -> '3-5, 9, 11-12'."""
+    out, run = [], []
+    for f in frames:
+        if run and f == run[-1] + 1:
+            run.append(f)
+        else:
+            if run:
+                out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+            run = [f]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+    return ", ".join(out)
 
 
 @dataclass
@@ -57,6 +79,32 @@ class BakeReport:
     keys_before_thinning: int = 0
     seconds: float = 0.0
     warnings: list = field(default_factory=list)  # what of the rig the solve does not model
+    max_error: float = 0.01  # world units
+    max_angle: float = np.radians(1.0)
+
+    def missed(self):
+        """(frames,) bools: a goal missed by more than max_error (lengths, world units) or max_angle."""
+        limit = np.array([self.max_error if u == "m" else self.max_angle for u in self.units])
+        if not len(limit):
+            return np.zeros(len(self.frames), dtype=bool)
+        return np.any(~(self.errors <= limit), axis=1)  # NaN errors count as missed
+
+    @property
+    def ok(self):
+        return not self.missed().any()
+
+    def verdict(self):
+        missed = self.missed()
+        frames = [int(f) for f, m in zip(self.frames, missed) if m]
+        text = ("every frame within "
+                if not frames else f"{len(frames)} of {len(self.frames)} frames missed a goal by more than ")
+        text += (f"{self.max_error * 1e3:g} mm" if np.isfinite(self.max_error) else "any length") + " / " + \
+            (f"{np.degrees(self.max_angle):g} deg" if np.isfinite(self.max_angle) else "any angle")
+        if frames:
+            text += f" (frames {frame_ranges(frames)})"
+        return {"ok": not frames, "max_error": _finite_or_none(self.max_error),
+                "max_angle_deg": _finite_or_none(np.degrees(self.max_angle)), "missed_frames": frames,
+                "text": text}
 
     def summary(self):
         linear = [i for i, u in enumerate(self.units) if u == "m"]
@@ -82,7 +130,7 @@ class BakeReport:
             "armature": self.armature, "method": self.method, "source_action": self.source_action,
             "action": self.action, "backup_action": self.backup_action, "bones": self.bones, "keys": self.keys,
             "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
-            "warnings": self.warnings,
+            "warnings": self.warnings, "ok": self.ok, "verdict": self.verdict(),
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
                           "success": [bool(s) for s in self.success], "violations": self.violations.tolist(),
@@ -100,14 +148,15 @@ class BakeReport:
                  f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
                  + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
                  f"  frames with every goal met: {s['solved_frames']}/{s['frames']}",
+                 f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict()['text']}",
                  f"  limit violations: {s['violations']}",
                  f"  time: {s['ms_per_frame']:.2f} ms per frame ({s['solve_ms_per_frame']:.2f} ms solving), "
                  f"{self.seconds:.2f} s in all"]
         if s["mean_error_mm"] is not None:
-            lines.insert(4, f"  position error: mean {s['mean_error_mm']:.3f} mm, p95 {s['p95_error_mm']:.3f} mm, "
+            lines.insert(5, f"  position error: mean {s['mean_error_mm']:.3f} mm, p95 {s['p95_error_mm']:.3f} mm, "
                             f"max {s['max_error_mm']:.3f} mm")
         if s["max_error_deg"] is not None:
-            lines.insert(5, f"  angular error: max {s['max_error_deg']:.3f} deg")
+            lines.insert(6, f"  angular error: max {s['max_error_deg']:.3f} deg")
         for i, (g, u) in enumerate(zip(self.goals, self.units)):
             e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
             lines.append(f"    {g}: mean {e.mean():.3f}, max {e.max():.3f} {'mm' if u == 'm' else 'deg'}")
@@ -144,6 +193,10 @@ class BakeReport:
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
+
+
+def _finite_or_none(x):
+    return float(x) if np.isfinite(x) else None
 
 
 def _channelbags(id_block):
@@ -193,6 +246,8 @@ def check_bake(obj, options):
                        "local first (Object > Relations > Make Local)")
     if options.thin < 0 or options.continuity < 0 or options.time_limit < 0:
         raise RigError("thinning tolerance, continuity weight and time limit must not be negative")
+    if not options.max_error >= 0 or not options.angle_threshold() >= 0:
+        raise RigError(f"the largest accepted error must be 0 or more (inf accepts any), got {options.max_error}")
     _check_curves(obj)
     for g in obj.fullbody_ik.goals:
         if g.enabled and g.target is not None:
@@ -255,7 +310,8 @@ class Baker:
         t2 = time.perf_counter()
         self.Q.append(res.q)
         self.anim_Q.append(q_anim)
-        self.errors.append([res.errors[i] for i in self.goal_index])
+        scale = world_scale(obj)  # errors in world units, as the tolerances and --max-error
+        self.errors.append([res.errors[i] * (scale if u == "m" else 1.0) for i, u in zip(self.goal_index, self.units)])
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
         self.solve_ms.append((t2 - t1) * 1e3)
         self.frame_ms.append((t2 - t0) * 1e3)
@@ -379,7 +435,8 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)),
                             np.array(self.success, dtype=bool), np.array(self.violations, dtype=int),
                             np.array(self.solve_ms), np.array(self.frame_ms), source, action.name, backup, bones,
-                            keys, before, time.perf_counter() - self.started, list(self.mapping.unmodeled))
+                            keys, before, time.perf_counter() - self.started, list(self.mapping.unmodeled),
+                            self.options.max_error, self.options.angle_threshold())
         keep_report(action, report)
         return report
 
@@ -403,6 +460,8 @@ def report_summary(action):
         report = json.loads(text)
         s = report["summary"]
         lines = [f"Baked {s['frames']} frames, {s['solved_frames']} with every goal met"]
+        if "verdict" in report:
+            lines.append(("OK: " if report["verdict"]["ok"] else "FAILED: ") + report["verdict"]["text"])
         if s.get("max_error_mm") is not None:
             lines.append(f"Position error: mean {s['mean_error_mm']:.2f} mm, max {s['max_error_mm']:.2f} mm")
         lines.append(f"Limit violations: {s['violations']}, {s['ms_per_frame']:.1f} ms per frame")
