@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.drag_step --steps 60 --budget-ms 16
 	$(PY) -m fullbody_ik.benchmarks.tracking
 	$(PY) -m fullbody_ik.benchmarks.bake
+	$(PY) -m fullbody_ik.benchmarks.solve_frames
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 

@@ -317,11 +317,14 @@ def write_pose(obj, tree, mapping, q):
     values (no quaternion sign flips, Euler angles compatible with the previous ones)."""
     for name, scale in bone_scales(mapping, q).items():
         obj.pose.bones[name].scale = (scale, scale, scale)
-    for name, (R, location) in bone_rotations(tree, mapping, q).items():
+    q = np.asarray(q, dtype=float)
+    rotations = tree.joint_rotations(q[None])[0]  # every bone at once (bone_rotations, batched)
+    bones = obj.pose.bones
+    for name, link, row in zip(mapping.bones, mapping.links, mapping.rows):
         if len(mapping.variables[name]) == 0:
             continue  # fully locked: its rotation is part of the tree's fixed origin, left as it is
-        pb = obj.pose.bones[name]
+        pb = bones[int(row)]
         path = rotation_path(pb)
-        setattr(pb, path, rotation_channel(pb.rotation_mode, R, tuple(getattr(pb, path))))
-        if location is not None:
-            pb.location = location
+        setattr(pb, path, rotation_channel(pb.rotation_mode, rotations[link], tuple(getattr(pb, path))))
+        if name in mapping.free_root:
+            pb.location = q[mapping.variables[name][:3]]

@@ -41,8 +41,9 @@ GOAL_KINDS = {k.name: k for k in (
 ANGULAR_KINDS = {k.name for k in GOAL_KINDS.values() if k.unit == "rad"}
 
 
-def target_matrix(obj, goal):
-    """The goal's target as a 4x4 in the armature's space (scale removed), or a RigError saying why not."""
+def target_matrix(obj, goal, to_armature=None):
+    """The goal's target as a 4x4 in the armature's space (scale removed), or a RigError saying why not.
+    ``to_armature``: the inverse of the armature's world matrix, when the caller has it."""
     if goal.target is None and getattr(goal, "target_name", ""):
         raise RigError(f"target object {goal.target_name!r} was deleted: pick a new target or clear it")
     if goal.target is None:
@@ -54,7 +55,7 @@ def target_matrix(obj, goal):
             if goal.target.type != "ARMATURE" or goal.subtarget not in goal.target.pose.bones:
                 raise RigError(f"target bone {goal.subtarget!r} not found in {goal.target.name!r}")
             world = world @ np.array(goal.target.pose.bones[goal.subtarget].matrix)
-    local = np.linalg.inv(np.array(obj.matrix_world)) @ world
+    local = (np.linalg.inv(np.array(obj.matrix_world)) if to_armature is None else to_armature) @ world
     if not np.all(np.isfinite(local)):
         raise RigError("the target's transform is not finite (NaN or infinity)")
     R = local[:3, :3]
@@ -83,6 +84,7 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
     objectives = []
     # Tolerances and distances are world lengths; the tree lives in the armature's (uniformly scaled) space.
     unit = 1.0 / world_scale(obj)
+    to_armature = np.linalg.inv(np.array(obj.matrix_world))
     for number, goal in enumerate(goals, start=1):
         if not goal.enabled:
             continue
@@ -102,7 +104,7 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
         T = None
         if kind.target:
             try:
-                T = target_matrix(obj, goal)
+                T = target_matrix(obj, goal, to_armature)
             except RigError as e:
                 raise RigError(f"{where}): {e}") from None
         objectives.append(kind.make(goal, T, offset, tol, unit, common))
