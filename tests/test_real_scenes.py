@@ -167,3 +167,36 @@ def test_the_operator_says_a_bake_that_misses_failed_and_keeps_it(tmp_path):
     assert obj.animation_data.action.name == "cmu_02_01 IK"
     assert json.loads(obj.animation_data.action["fullbody_ik_report"])["verdict"]["missed_frames"] == \
         [20, 21, 22, 23, 24]
+
+
+def test_fully_locked_bones_keep_the_actions_rotation_at_every_frame():
+    """A fully locked bone is not solved: its animated rotation is per-frame input, as a walking root is."""
+    obj, frames = scenes.cmu_scene(bpy, "02_01", frames=range(2, 42))
+    for name in ("LeftShoulder", "RightShoulder", "Spine1"):
+        pb = obj.pose.bones[name]
+        pb.lock_ik_x = pb.lock_ik_y = pb.lock_ik_z = True
+    source = obj.animation_data.action
+    spine = []
+    for f in frames[::10]:
+        bpy.context.scene.frame_set(f)
+        spine.append(np.array(obj.pose.bones["Spine1"].matrix_basis))
+    assert max(np.abs(a - spine[0]).max() for a in spine) > 1e-3  # the clip turns it
+    report = Baker(bpy.context.scene, obj, BakeOptions(frames[0], frames[-1])).run()
+    assert report.ok and "Spine1" not in report.bones and "LeftShoulder" not in report.bones
+    shown = shown_errors(obj, frames, 5)
+    assert np.median(shown, axis=1).max() < 1e-3
+    for f, basis in zip(frames[::10], spine):
+        bpy.context.scene.frame_set(f)
+        assert np.allclose(np.array(obj.pose.bones["Spine1"].matrix_basis), basis, atol=1e-6)
+    assert obj.animation_data.action is not source
+
+
+def test_the_method_table_feeds_the_command_line_and_the_ui():
+    from fullbody_ik import cli, properties
+    from fullbody_ik.solvers import METHODS
+
+    bake = cli.parser()._subparsers._group_actions[0].choices["bake"]
+    method = next(a for a in bake._actions if a.dest == "method")
+    assert list(method.choices) == list(METHODS)
+    assert [item[0] for item in properties.METHODS] == list(METHODS)
+    assert [item[0] for item in properties.GOAL_KINDS] == list(rig_goals.GOAL_KINDS)
