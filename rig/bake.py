@@ -147,7 +147,7 @@ class BakeReport:
                  + (f", backup {self.backup_action!r}" if self.backup_action else ""),
                  f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
                  + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
-                 f"  frames with every goal met: {s['solved_frames']}/{s['frames']}",
+                 f"  frames with every goal within its tolerance: {s['solved_frames']}/{s['frames']}",
                  f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict()['text']}",
                  f"  limit violations: {s['violations']}",
                  f"  time: {s['ms_per_frame']:.2f} ms per frame ({s['solve_ms_per_frame']:.2f} ms solving), "
@@ -276,8 +276,14 @@ class Baker:
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
-        self.labels = [_goal_label(enabled[i]) for i in self.goal_index]
-        self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS else "m" for i in self.goal_index]
+        # One column per error: a pose goal has two (position, and its angle from its details).
+        self.columns = [(i, "error") for i in self.goal_index]
+        self.columns += [(i, "angular_error") for i in self.goal_index if enabled[i].kind == "POSE"]
+        self.columns.sort(key=lambda c: (c[0], c[1] != "error"))
+        self.labels = [_goal_label(enabled[i]) + (" (angle)" if field == "angular_error" else "")
+                       for i, field in self.columns]
+        self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS or field == "angular_error" else "m"
+                      for i, field in self.columns]
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
         self.solve_ms, self.frame_ms = [], []
         self.start_values = {}
@@ -311,7 +317,8 @@ class Baker:
         self.Q.append(res.q)
         self.anim_Q.append(q_anim)
         scale = world_scale(obj)  # errors in world units, as the tolerances and --max-error
-        self.errors.append([res.errors[i] * (scale if u == "m" else 1.0) for i, u in zip(self.goal_index, self.units)])
+        self.errors.append([(res.errors[i] if field == "error" else res.details[i][field]) * (scale if u == "m" else 1.0)
+                            for (i, field), u in zip(self.columns, self.units)])
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
         self.solve_ms.append((t2 - t1) * 1e3)
         self.frame_ms.append((t2 - t0) * 1e3)

@@ -103,7 +103,7 @@ def test_bake_keys_follow_an_animated_target_in_a_new_action(scene):
     report = json.loads(new[REPORT_PROPERTY])
     assert report["summary"]["frames"] == 24 and report["summary"]["violations"] == 0
     assert len(report["per_frame"]["errors"]) == 24 and report["goals"][0]["label"] == "position b2"
-    assert "frames with every goal met: 24/24" in bpy.data.texts[REPORT_TEXT].as_string()
+    assert "frames with every goal within its tolerance: 24/24" in bpy.data.texts[REPORT_TEXT].as_string()
     from fullbody_ik.rig.bake import report_summary
 
     assert report_summary(new)[0] == "Baked 24 frames, 24 with every goal met"  # what the sidebar shows
