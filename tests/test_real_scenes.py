@@ -5,9 +5,6 @@ empties a few centimetres away; Rigify's metarig under an animated root bone; th
 parented to a moving empty. Results are judged as Blender shows them after the bake, not only as solved."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ import fullbody_ik  # noqa: E402
 from fullbody_ik.rig import goals as rig_goals  # noqa: E402
 from fullbody_ik.rig.bake import BakeOptions, Baker  # noqa: E402
 from fullbody_ik.tools import scenes  # noqa: E402
+from test_cli import run  # noqa: E402  (the command line in a real process)
 
 
 @pytest.fixture(autouse=True)
@@ -120,12 +118,6 @@ def unreachable_scene(path):
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
     fullbody_ik.unregister()
     return str(path)
-
-
-def run(*args):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "fullbody_ik", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600)
 
 
 def test_a_bake_that_misses_its_goals_fails_names_the_frames_and_keeps_the_result(tmp_path):
