@@ -236,6 +236,16 @@ def read_pose(obj, tree, mapping):
     return tree.project(q)
 
 
+def scaled_bones(obj, mapping, tol=1e-4):
+    """The tree's bones whose pose scale (not set by IK stretch) is not 1 at this frame: the solve does not model
+    it (their children and tips are where Blender puts them, not where the solve does)."""
+    scale = np.zeros(len(obj.pose.bones) * 3, dtype=np.float32)
+    obj.pose.bones.foreach_get("scale", scale)
+    off = np.abs(scale.reshape(-1, 3)[mapping.rows] - 1.0).max(axis=1) > tol
+    ik_scaled = set(mapping.stretch) | {n for n in mapping.bones if mapping.parent.get(n) in mapping.stretch}
+    return [n for n, o in zip(mapping.bones, off) if o and n not in ik_scaled]
+
+
 def bone_rotations(tree, mapping, q):
     """{bone: (3x3 rotation, location or None)} of a configuration, in each bone's basis."""
     out = {}

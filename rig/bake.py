@@ -17,7 +17,7 @@ import numpy as np
 
 from ..solvers.blas import single_thread_blas
 from .armature import (
-    RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path,
+    RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path, scaled_bones,
 )
 from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree, world_scale
 
@@ -287,6 +287,7 @@ class Baker:
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
         self.solve_ms, self.frame_ms = [], []
         self.start_values = {}
+        self.scaled = {}  # bone -> first frame its pose scale is not 1 (not modeled: warned)
         self.started = time.perf_counter()
 
     @property
@@ -302,6 +303,8 @@ class Baker:
         self.scene.frame_set(f)
         obj, tree, mapping = self.obj, self.tree, self.mapping
         q_anim = read_pose(obj, tree, mapping)
+        for name in scaled_bones(obj, mapping):
+            self.scaled.setdefault(name, f)
         if not self.Q:
             for name in mapping.bones:
                 pb = obj.pose.bones[name]
@@ -442,7 +445,9 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)),
                             np.array(self.success, dtype=bool), np.array(self.violations, dtype=int),
                             np.array(self.solve_ms), np.array(self.frame_ms), source, action.name, backup, bones,
-                            keys, before, time.perf_counter() - self.started, list(self.mapping.unmodeled),
+                            keys, before, time.perf_counter() - self.started,
+                            list(self.mapping.unmodeled) + [f"{name}: its pose scale (from frame {f}) is not modeled"
+                                                            for name, f in self.scaled.items()],
                             self.options.max_error, self.options.angle_threshold())
         keep_report(action, report)
         return report

@@ -4,7 +4,7 @@
 import numpy as np
 
 from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tracker
-from .armature import RigError, build_tree, read_pose, write_pose
+from .armature import RigError, build_tree, read_pose, scaled_bones, write_pose
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -215,7 +215,8 @@ def solve_pose(obj):
     objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q0)
     result = settings_tracker(obj, tree).step(objectives, q0)
     write_pose(obj, tree, mapping, result.q)
-    result.unmodeled = mapping.unmodeled
+    result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale is not modeled"
+                                            for name in scaled_bones(obj, mapping)]
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

@@ -192,3 +192,11 @@ def test_the_method_table_feeds_the_command_line_and_the_ui():
     assert list(method.choices) == list(METHODS)
     assert [item[0] for item in properties.METHODS] == list(METHODS)
     assert [item[0] for item in properties.GOAL_KINDS] == list(rig_goals.GOAL_KINDS)
+
+
+def test_a_pose_scale_the_solve_does_not_model_is_named():
+    obj, frames = scenes.cmu_scene(bpy, "02_01", frames=range(2, 8))
+    obj.pose.bones["Spine"].scale = (1.1, 1.1, 1.1)
+    report = Baker(bpy.context.scene, obj, BakeOptions(frames[0], frames[-1], max_error=float("inf"))).run()
+    assert "Spine: its pose scale (from frame 2) is not modeled" in report.warnings
+    assert "Spine: its pose scale" in report.text()
