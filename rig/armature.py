@@ -100,7 +100,7 @@ def check_armature(obj):
         raise RigError(f"zero-length bones cannot be posed by IK: {', '.join(short[:5])}")
     scale = np.array(obj.scale)
     if np.max(np.abs(scale - scale.mean())) > 1e-6 * max(1.0, abs(scale.mean())):
-        raise RigError(f"armature {obj.name!r} is scaled non-uniformly {tuple(round(s, 4) for s in scale)}: "
+        raise RigError(f"armature {obj.name!r} is scaled non-uniformly {tuple(round(float(s), 4) for s in scale)}: "
                        "apply its scale first (Object > Apply > Scale)")
     return arm
 

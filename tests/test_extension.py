@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The repository is a Blender extension: Blender's validator accepts it, Blender's builder packs it, and it
-installs into a user extension repository, enables and unregisters cleanly in the real bpy 5.0.1."""
+installs into a user extension repository, enables, solves, bakes and unregisters cleanly in the real bpy: 5.0
+(Python 3.11, numpy 1.26) and the newest 5.x (Python 3.13, numpy 2), each with the scipy wheel built for it."""
 
 import ast
 import os
@@ -27,8 +28,11 @@ def test_manifest_fields_and_wheels():
     assert m["blender_version_min"] == "5.0.0" and m["license"] == ["SPDX:GPL-3.0-or-later"]
     wheels = m["wheels"]
     assert not [w for w in wheels if os.path.basename(w).lower().startswith("numpy")], "numpy must never ship"
-    for platform in m["platforms"]:  # every platform gets its scipy
-        assert [w for w in wheels if "scipy" in w and platform in build.wheel_platforms(w)], platform
+    for platform in m["platforms"]:  # every platform gets its scipy, for each Python Blender 5.x runs
+        for py in ("cp311", "cp313"):
+            assert [w for w in wheels if "scipy" in w and f"-{py}-" in w and platform in build.wheel_platforms(w)], \
+                (platform, py)
+    assert "website" not in m  # none exists yet
     excluded = m["build"]["paths_exclude_pattern"]
     for dev in ("/tests/", "/benchmarks/", "/docs/", "/tools/", "/.ci/", "/.venv/", "/wheels/", "/Makefile"):
         assert dev in excluded
@@ -68,16 +72,45 @@ INSTALL = textwrap.dedent("""
     import bpy
     import addon_utils
     zip_path, repo_dir = sys.argv[1], sys.argv[2]
+    site = os.path.join(os.environ["BLENDER_USER_RESOURCES"], "extensions", ".local", "lib",
+                        "python%d.%d" % sys.version_info[:2], "site-packages")
+    os.makedirs(site, exist_ok=True)  # (a missing folder on sys.path is cached as having nothing)
+    sys.path.insert(0, site)  # the shipped wheels first: this environment's own scipy must not stand in for them
     bpy.context.preferences.extensions.repos.new(name="Test", module="fbik_test", custom_directory=repo_dir,
                                                  source='USER')
     result = bpy.ops.extensions.package_install_files(filepath=zip_path, repo="fbik_test", enable_on_install=True)
     mod = "bl_ext.fbik_test.fullbody_ik"
-    site = os.path.join(os.environ["BLENDER_USER_RESOURCES"], "extensions", ".local", "lib",
-                        "python%d.%d" % sys.version_info[:2], "site-packages")
     report = {"install": sorted(result), "enabled": list(addon_utils.check(mod)),
               "module_file": importlib.import_module(mod).__file__,
               "solvers": importlib.import_module(mod + ".solvers").Tree.__name__,
               "wheels_installed": sorted(os.listdir(site))}
+    import scipy, numpy
+    report["scipy"] = scipy.__file__
+    report["numpy"] = numpy.__version__
+    report["scipy_tags"] = [line.split(":", 1)[1].strip() for line in open(os.path.join(
+        site, "scipy-%s.dist-info" % scipy.__version__, "WHEEL")) if line.startswith("Tag:")]
+    # Solve one goal and bake two frames with the installed extension, as a user would.
+    arm = bpy.data.armatures.new("Arm")
+    obj = bpy.data.objects.new("Arm", arm)
+    bpy.context.scene.collection.objects.link(obj)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    parent = None
+    for i in range(3):
+        b = arm.edit_bones.new("b%d" % i)
+        b.head, b.tail = (0, 0, i), (0, 0.1 * (i == 1), i + 1)
+        if parent is not None:
+            b.parent, b.use_connect = parent, True
+        parent = b
+    bpy.ops.object.mode_set(mode="POSE")
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.point, g.use_tail = "POSITION", "b2", (1.0, 0.5, 2.0), True
+    report["solve"] = sorted(bpy.ops.fullbody_ik.solve())
+    tip = obj.matrix_world @ obj.pose.bones["b2"].tail
+    report["solve_error"] = (tip - __import__("mathutils").Vector((1.0, 0.5, 2.0))).length
+    report["bake"] = sorted(bpy.ops.fullbody_ik.bake(frame_start=1, frame_end=2))
+    report["baked_action"] = obj.animation_data.action.name
+    bpy.ops.object.mode_set(mode="OBJECT")
     bpy.ops.preferences.addon_disable(module=mod)
     report["enabled_after_disable"] = list(addon_utils.check(mod))
     report["wheels_after_disable"] = sorted(os.listdir(site))
@@ -113,5 +146,10 @@ def test_build_install_enable_and_unregister(tmp_path):
     assert report["module_file"].startswith(str(repo))
     assert report["solvers"] == "Tree"
     assert "scipy" in report["wheels_installed"] and "threadpoolctl.py" in report["wheels_installed"]
+    # The shipped scipy, built for this Python (cp311 in Blender 5.0, cp313 in 5.1+), runs with this numpy.
+    py = "cp%d%d" % sys.version_info[:2]
+    assert "extensions" in report["scipy"] and all(t.startswith(f"{py}-{py}-") for t in report["scipy_tags"])
+    assert report["solve"] == ["FINISHED"] and report["solve_error"] < 1e-3
+    assert report["bake"] == ["FINISHED"] and report["baked_action"] == "Arm IK"
     assert report["enabled_after_disable"] == [False, False]
     assert report["wheels_after_disable"] == []

@@ -120,8 +120,18 @@ def test_rotation_modes_are_kept_and_continuous():
 def test_bad_armatures_are_refused_clearly():
     obj = metarig()
     obj.scale = (1.0, 2.0, 1.0)
-    with pytest.raises(RigError, match="non-uniformly"):
+    with pytest.raises(RigError, match=r"non-uniformly \(1\.0, 2\.0, 1\.0\)"):  # plain numbers (numpy 2 reprs)
         build_tree(obj)
+    obj.scale = (1.0, 1.0, 1.0)
+    parent = bpy.data.objects.new("squash", None)
+    bpy.context.scene.collection.objects.link(parent)
+    parent.scale = (1.0, 1.0, 0.5)
+    obj.parent = parent
+    bpy.context.view_layer.update()
+    from fullbody_ik.rig.goals import world_scale
+    with pytest.raises(RigError, match=r"non-uniformly in the world \(1\.0, 1\.0, 0\.5\)"):
+        world_scale(obj)  # a parent's non-uniform scale, checked at every frame
+    obj.parent = None
     with pytest.raises(RigError, match="armature"):
         build_tree(None)
     bpy.ops.object.empty_add()
