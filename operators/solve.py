@@ -33,10 +33,12 @@ class FULLBODY_IK_OT_solve(bpy.types.Operator):
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}
         insert_keys(context, obj, result.moved_bones)
-        worst = max(result.errors) if len(result.errors) else 0.0
-        level = {"INFO"} if result.success else {"WARNING"}
-        self.report(level, f"{'Solved' if result.success else 'Best effort'}: {len(result.moved_bones)} bones, "
-                           f"largest goal error {worst:.2g}, {result.elapsed * 1e3:.1f} ms ({result.message})")
+        worst = max(result.shown_errors) if len(result.shown_errors) else 0.0  # as Blender shows the pose
+        level = {"INFO"} if result.shown_success else {"WARNING"}
+        what = "Solved" if result.shown_success else "Best effort" if not result.success else \
+            "Solved, but the pose Blender shows misses a goal"
+        self.report(level, f"{what}: {len(result.moved_bones)} bones, largest goal error {worst:.2g} as shown, "
+                           f"{result.elapsed * 1e3:.1f} ms ({result.message})")
         if result.unmodeled:
             more = f" (and {len(result.unmodeled) - 2} more)" if len(result.unmodeled) > 2 else ""
             self.report({"WARNING"}, "The pose shown may differ from the solved one: "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers import BoneJoint, FreeJoint, Tree
+from ..solvers import BoneJoint, FreeJoint, State, Tree
 from ..solvers.joints import bone_rotation
 from ..solvers.rotations import exp_so3
 
@@ -99,6 +99,9 @@ def check_armature(obj):
     if short:
         raise RigError(f"zero-length bones cannot be posed by IK: {', '.join(short[:5])}")
     scale = np.array(obj.scale)
+    if np.any(scale < 0):
+        raise RigError(f"armature {obj.name!r} has a negative scale {tuple(round(float(s), 4) for s in scale)} "
+                       "(mirrored): apply its scale first (Object > Apply > Scale)")
     if np.max(np.abs(scale - scale.mean())) > 1e-6 * max(1.0, abs(scale.mean())):
         raise RigError(f"armature {obj.name!r} is scaled non-uniformly {tuple(round(float(s), 4) for s in scale)}: "
                        "apply its scale first (Object > Apply > Scale)")
@@ -236,14 +239,37 @@ def read_pose(obj, tree, mapping):
     return tree.project(q)
 
 
+class ShownState(State):
+    """The pose Blender shows (its evaluated pose matrices: constraints, pose scale, drivers and all) as a solver
+    state, so goals are judged on what the user sees, not only on what was solved."""
+
+    def rigid_world(self):
+        w = self.cache.get("rigid_world")
+        if w is None:
+            w = self.world.copy()
+            w[..., :3, :3] /= np.linalg.norm(w[..., :3, :3], axis=-2, keepdims=True)
+            self.cache["rigid_world"] = w
+        return w
+
+
+def shown_state(obj, tree, mapping, q):
+    """ShownState of the armature as evaluated now (call after the depsgraph is evaluated); ``q``: its pose as
+    read by read_pose (for joint-value goals)."""
+    M = _matrices(obj.pose.bones, "matrix", len(obj.pose.bones))
+    world = np.broadcast_to(np.eye(4), (len(tree.link_names), 4, 4)).copy()
+    world[mapping.links] = M[mapping.rows]
+    return ShownState(tree, np.asarray(q, dtype=float), world)
+
+
 def scaled_bones(obj, mapping, tol=1e-4):
-    """The tree's bones whose pose scale (not set by IK stretch) is not 1 at this frame: the solve does not model
-    it (their children and tips are where Blender puts them, not where the solve does)."""
+    """{bone: largest |pose scale - 1| over its axes} for the tree's bones whose pose scale (not set by IK
+    stretch) is not 1 at this frame: the solve does not model it (their children and tips are where Blender
+    puts them, not where the solve does)."""
     scale = np.zeros(len(obj.pose.bones) * 3, dtype=np.float32)
     obj.pose.bones.foreach_get("scale", scale)
-    off = np.abs(scale.reshape(-1, 3)[mapping.rows] - 1.0).max(axis=1) > tol
+    off = np.abs(scale.reshape(-1, 3)[mapping.rows].astype(float) - 1.0).max(axis=1)
     ik_scaled = set(mapping.stretch) | {n for n in mapping.bones if mapping.parent.get(n) in mapping.stretch}
-    return [n for n, o in zip(mapping.bones, off) if o and n not in ik_scaled]
+    return {n: float(o) for n, o in zip(mapping.bones, off) if o > tol and n not in ik_scaled}
 
 
 def bone_rotations(tree, mapping, q):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..solvers.blas import single_thread_blas
 from .armature import (
-    RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path, scaled_bones,
+    RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path, scaled_bones, shown_state,
 )
 from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree, world_scale
 
@@ -66,7 +66,7 @@ class BakeReport:
     frames: list
     goals: list  # labels
     units: list  # "m" or "rad" per goal
-    errors: np.ndarray  # (frames, goals)
+    errors: np.ndarray  # (frames, goals) as Blender shows the baked action (world units, radians)
     success: np.ndarray  # (frames,)
     violations: np.ndarray  # (frames,) bones outside their limits as written
     solve_ms: np.ndarray  # (frames,)
@@ -81,6 +81,17 @@ class BakeReport:
     warnings: list = field(default_factory=list)  # what of the rig the solve does not model
     max_error: float = 0.01  # world units
     max_angle: float = np.radians(1.0)
+    solved_errors: np.ndarray = None  # (frames, goals) as the solver left them
+
+    def shown_difference(self):
+        """(largest length, largest angle) by which the pose Blender shows differs from the solved one."""
+        if self.solved_errors is None or not len(self.units):
+            return 0.0, 0.0
+        d = np.abs(self.errors - self.solved_errors)
+        lin = [i for i, u in enumerate(self.units) if u == "m"]
+        ang = [i for i, u in enumerate(self.units) if u == "rad"]
+        return (float(np.nanmax(d[:, lin], initial=0.0)) if lin else 0.0,
+                float(np.nanmax(d[:, ang], initial=0.0)) if ang else 0.0)
 
     def missed(self):
         """(frames,) bools: a goal missed by more than max_error (lengths, world units) or max_angle."""
@@ -133,6 +144,8 @@ class BakeReport:
             "warnings": self.warnings, "ok": self.ok, "verdict": self.verdict(),
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
+                          "solved_errors": None if self.solved_errors is None
+                          else np.round(self.solved_errors, 9).tolist(),
                           "success": [bool(s) for s in self.success], "violations": self.violations.tolist(),
                           "solve_ms": np.round(self.solve_ms, 4).tolist(),
                           "frame_ms": np.round(self.frame_ms, 4).tolist()},
@@ -160,8 +173,12 @@ class BakeReport:
         for i, (g, u) in enumerate(zip(self.goals, self.units)):
             e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
             lines.append(f"    {g}: mean {e.mean():.3f}, max {e.max():.3f} {'mm' if u == 'm' else 'deg'}")
+        length, angle = self.shown_difference()
+        if length > 1e-4 or angle > 1e-3:
+            lines.append(f"  the pose Blender shows differs from the solved one by up to {length * 1e3:.3f} mm, "
+                         f"{np.degrees(angle):.3f} deg (errors above and the verdict are Blender's)")
         if self.warnings:
-            lines.append("  the pose Blender shows may differ from the solved one:")
+            lines.append("  what the solve does not model (the pose Blender shows may differ from the solved one):")
             lines += [f"    {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -256,7 +273,10 @@ def check_bake(obj, options):
 
 def _goal_label(goal):
     kind = goal.kind.replace("_", " ").lower()
-    return f"{kind} {goal.bone}" if goal.kind != "DISPLACEMENT" else kind
+    if goal.kind == "DISPLACEMENT":
+        return kind
+    point = (" tail" if goal.use_tail else " head") if goal.kind in ("POSITION", "POSE", "DISTANCE") else ""
+    return f"{kind} {goal.bone}{point}"
 
 
 class Baker:
@@ -285,9 +305,10 @@ class Baker:
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS or field == "angular_error" else "m"
                       for i, field in self.columns]
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
+        self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
         self.solve_ms, self.frame_ms = [], []
         self.start_values = {}
-        self.scaled = {}  # bone -> first frame its pose scale is not 1 (not modeled: warned)
+        self.scaled = {}  # bone -> (first frame its pose scale is not 1, largest difference): not modeled, warned
         self.started = time.perf_counter()
 
     @property
@@ -303,8 +324,9 @@ class Baker:
         self.scene.frame_set(f)
         obj, tree, mapping = self.obj, self.tree, self.mapping
         q_anim = read_pose(obj, tree, mapping)
-        for name in scaled_bones(obj, mapping):
-            self.scaled.setdefault(name, f)
+        for name, off in scaled_bones(obj, mapping).items():
+            first, largest = self.scaled.get(name, (f, 0.0))
+            self.scaled[name] = (first, max(largest, off))
         if not self.Q:
             for name in mapping.bones:
                 pb = obj.pose.bones[name]
@@ -320,12 +342,29 @@ class Baker:
         self.Q.append(res.q)
         self.anim_Q.append(q_anim)
         scale = world_scale(obj)  # errors in world units, as the tolerances and --max-error
-        self.errors.append([(res.errors[i] if field == "error" else res.details[i][field]) * (scale if u == "m" else 1.0)
-                            for (i, field), u in zip(self.columns, self.units)])
+        self.scales.append(scale)
+        self.errors.append(self._row(res.errors, res.details, scale))
+        self.objectives.append(objectives)
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
         self.solve_ms.append((t2 - t1) * 1e3)
         self.frame_ms.append((t2 - t0) * 1e3)
         return len(self.Q) == len(self.frames)
+
+    def _row(self, errors, details, scale):
+        """One frame's report columns from per-objective errors and details (lengths to world units)."""
+        return [(errors[i] if field == "error" else details[i][field]) * (scale if u == "m" else 1.0)
+                for (i, field), u in zip(self.columns, self.units)]
+
+    def _shown_errors(self):
+        """(frames, columns): every frame's goals judged on the pose Blender shows once the keys are written
+        (the keys as Blender evaluates them, and what the solve does not model: constraints, pose scale)."""
+        rows = []
+        for f, objectives, scale in zip(self.frames, self.objectives, self.scales):
+            self.scene.frame_set(f)
+            state = shown_state(self.obj, self.tree, self.mapping, read_pose(self.obj, self.tree, self.mapping))
+            rows.append(self._row([float(o.error(state)) for o in objectives], [o.details(state) for o in objectives],
+                                  scale))
+        return np.array(rows, dtype=float).reshape(len(self.frames), len(self.labels))
 
     def _restore_frame(self):
         self.scene.frame_set(self.frame_before[0], subframe=self.frame_before[1])
@@ -440,15 +479,17 @@ class Baker:
             fc = bag.fcurves.find(path, index=index) or bag.fcurves.new(path, index=index, group_name=group)
             before += len(frames)
             keys += write_keys(fc, frames, values, self.options.thin)
+        shown = self._shown_errors()
         self._restore_frame()
-        report = BakeReport(self.obj.name, self.method, self.frames, self.labels, self.units,
-                            np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)),
+        report = BakeReport(self.obj.name, self.method, self.frames, self.labels, self.units, shown,
                             np.array(self.success, dtype=bool), np.array(self.violations, dtype=int),
                             np.array(self.solve_ms), np.array(self.frame_ms), source, action.name, backup, bones,
                             keys, before, time.perf_counter() - self.started,
-                            list(self.mapping.unmodeled) + [f"{name}: its pose scale (from frame {f}) is not modeled"
-                                                            for name, f in self.scaled.items()],
-                            self.options.max_error, self.options.angle_threshold())
+                            list(self.mapping.unmodeled) + [
+                                f"{name}: its pose scale (off 1 by up to {off:.3g}, from frame {f}) is not modeled"
+                                for name, (f, off) in self.scaled.items()],
+                            self.options.max_error, self.options.angle_threshold(),
+                            np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
         keep_report(action, report)
         return report
 

@@ -4,7 +4,7 @@
 import numpy as np
 
 from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tracker
-from .armature import RigError, build_tree, read_pose, scaled_bones, write_pose
+from .armature import RigError, build_tree, read_pose, scaled_bones, shown_state, write_pose
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -72,6 +72,9 @@ def world_scale(obj):
     norms = np.linalg.norm(np.array(obj.matrix_world)[:3, :3], axis=0)
     if not np.all(np.isfinite(norms)) or norms.min() < 1e-12:
         raise RigError(f"armature {obj.name!r} is scaled to zero or not finite in the world")
+    if np.linalg.det(np.array(obj.matrix_world)[:3, :3]) < 0:
+        raise RigError(f"armature {obj.name!r} is mirrored in the world (a negative scale, its own or a parent's): "
+                       "Blender's pose and the solve's would disagree; apply the scale (Object > Apply > Scale)")
     if norms.max() - norms.min() > 1e-5 * norms.max():
         raise RigError(f"armature {obj.name!r} is scaled non-uniformly in the world "
                        f"{tuple(round(float(n), 4) for n in norms)} (by its own or a parent's scale): "
@@ -215,8 +218,15 @@ def solve_pose(obj):
     objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q0)
     result = settings_tracker(obj, tree).step(objectives, q0)
     write_pose(obj, tree, mapping, result.q)
-    result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale is not modeled"
-                                            for name in scaled_bones(obj, mapping)]
+    # Judged again on the pose Blender shows (what the solve does not model: constraints, pose scale).
+    import bpy
+
+    bpy.context.view_layer.update()
+    state = shown_state(obj, tree, mapping, read_pose(obj, tree, mapping))
+    result.shown_errors = np.array([float(o.error(state)) for o in objectives])
+    result.shown_success = all(bool(o.satisfied(state)) for o in objectives)
+    result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
+                                            for name, off in scaled_bones(obj, mapping).items()]
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

@@ -102,7 +102,7 @@ def test_bake_keys_follow_an_animated_target_in_a_new_action(scene):
     assert [k.co[0] for k in keys] == list(range(FRAMES[0], FRAMES[1] + 1))
     report = json.loads(new[REPORT_PROPERTY])
     assert report["summary"]["frames"] == 24 and report["summary"]["violations"] == 0
-    assert len(report["per_frame"]["errors"]) == 24 and report["goals"][0]["label"] == "position b2"
+    assert len(report["per_frame"]["errors"]) == 24 and report["goals"][0]["label"] == "position b2 tail"
     assert "frames with every goal within its tolerance: 24/24" in bpy.data.texts[REPORT_TEXT].as_string()
     from fullbody_ik.rig.bake import report_summary
 

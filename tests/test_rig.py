@@ -122,6 +122,9 @@ def test_bad_armatures_are_refused_clearly():
     obj.scale = (1.0, 2.0, 1.0)
     with pytest.raises(RigError, match=r"non-uniformly \(1\.0, 2\.0, 1\.0\)"):  # plain numbers (numpy 2 reprs)
         build_tree(obj)
+    obj.scale = (-1.0, -1.0, -1.0)
+    with pytest.raises(RigError, match=r"negative scale \(-1\.0, -1\.0, -1\.0\) \(mirrored\)"):
+        build_tree(obj)
     obj.scale = (1.0, 1.0, 1.0)
     parent = bpy.data.objects.new("squash", None)
     bpy.context.scene.collection.objects.link(parent)
@@ -131,6 +134,10 @@ def test_bad_armatures_are_refused_clearly():
     from fullbody_ik.rig.goals import world_scale
     with pytest.raises(RigError, match=r"non-uniformly in the world \(1\.0, 1\.0, 0\.5\)"):
         world_scale(obj)  # a parent's non-uniform scale, checked at every frame
+    parent.scale = (-2.0, -2.0, -2.0)
+    bpy.context.view_layer.update()
+    with pytest.raises(RigError, match="mirrored in the world"):
+        world_scale(obj)
     obj.parent = None
     with pytest.raises(RigError, match="armature"):
         build_tree(None)
