@@ -34,6 +34,7 @@ class Joint:
     lower: float = -np.inf
     upper: float = np.inf
     mimic: tuple = None  # URDF <mimic>: (joint it follows, multiplier, offset); the tree refuses or frees it
+    unsupported: str = None  # a URDF joint type we cannot solve (planar): held fixed, refused when in the tree
 
 
 @dataclass

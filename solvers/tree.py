@@ -41,9 +41,12 @@ class Tree:
             child_of[j.child] = j
             children[j.parent].append(j)
         if root is None:
-            roots = sorted({j.parent for j in joints} - set(child_of)) or [None]
-            if len(roots) != 1 or roots[0] is None:
-                raise ValueError(f"the joints do not form one tree (roots: {roots})")
+            roots = sorted({j.parent for j in joints} - set(child_of))
+            if not roots:
+                raise ValueError("the joints form a cycle: every link has a parent, none is the root")
+            if len(roots) != 1:
+                raise ValueError(f"the joints form {len(roots)} separate trees (roots: {', '.join(roots)}): give "
+                                 "the base link of the one to use")
             root = roots[0]
         self.root = root
         names, parent, origin, link_joint = [root], [-1], [np.eye(4)], [None]
@@ -167,6 +170,11 @@ class Tree:
         if mimic not in ("refuse", "free"):
             raise ValueError(f"mimic must be 'refuse' or 'free', got {mimic!r}")
         tree = cls.subtree_of(parse_urdf(path_or_xml), base_link, tip_links)
+        unsupported = [j for j in tree.joints if getattr(j, "unsupported", None)]
+        if unsupported:
+            j = unsupported[0]
+            raise ValueError(f"joint {j.name!r}: URDF joint type {j.unsupported!r} is not supported; choose a base "
+                             f"link below it (base_link={j.child!r}) or tip links that do not pass through it")
         followers = [j for j in tree.joints if getattr(j, "mimic", None)]
         if followers and mimic == "refuse":
             j = followers[0]
@@ -178,7 +186,21 @@ class Tree:
 
     @classmethod
     def subtree_of(cls, joints, base_link=None, tip_links=None):
-        tree = cls(joints)
+        if base_link is not None:  # only what hangs below the base (a description may hold several trees)
+            below, children = {base_link}, defaultdict(list)
+            for j in joints:
+                children[j.parent].append(j)
+            queue, kept = [base_link], []
+            while queue:
+                for j in children.get(queue.pop(), ()):
+                    if j.child not in below:
+                        below.add(j.child)
+                        kept.append(j)
+                        queue.append(j.child)
+            if not kept:
+                raise ValueError(f"no link named {base_link!r} with joints below it")
+            joints = kept
+        tree = cls(joints, root=base_link)
         if base_link is None and tip_links is None:
             return tree
         base = tree.root if base_link is None else base_link

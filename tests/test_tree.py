@@ -412,3 +412,30 @@ def test_urdf_from_the_wild_reads_only_the_robots_own_joints():
     broken = open(path).read().replace('<child link="forearm"/>', "")
     with pytest.raises(ValueError, match="'shoulder_lift': a URDF joint needs"):
         Tree.from_urdf(broken)
+
+
+def test_urdf_rough_edges_from_the_wild():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild_arm.urdf")
+    text = open(path).read()
+    # A planar base joint (a mobile robot's odometry) outside the chain asked for; refused when inside it.
+    planar = text.replace('<joint name="world_fixed" type="fixed">', '<joint name="odom" type="planar">')
+    assert Tree.from_urdf(planar, "base_link", "hand").n == 4
+    with pytest.raises(ValueError, match="'odom': URDF joint type 'planar' is not supported; choose a base link"):
+        Tree.from_urdf(planar, "world", "hand")
+    # A byte-order mark, commas between numbers, a second robot in the same file.
+    odd = "\ufeff" + text.replace('<origin xyz="0 0 0.3" rpy="0 0 0"/>', '<origin xyz="0, 0, 0.3" rpy="0,0,0"/>')
+    odd = odd.replace("</robot>", '<link name="cart"/><link name="wheel"/><joint name="axle" type="continuous">'
+                      '<parent link="cart"/><child link="wheel"/></joint></robot>')
+    tree = Tree.from_urdf(odd, "world", "hand")
+    assert np.allclose(tree.fk(np.zeros(4))["hand"][:3, 3], [0, 0, 0.8])
+    with pytest.raises(ValueError, match="2 separate trees .*give the base link"):
+        Tree.from_urdf(odd, mimic="free")
+    with pytest.raises(ValueError, match="joint 'elbow': expected 3 numbers"):
+        Tree.from_urdf(text.replace('<origin xyz="0 0 0.25" rpy="0 0 0"/>', '<origin xyz="0 0 a" rpy="0 0 0"/>'))
+    with pytest.raises(ValueError, match="not a URDF"):
+        Tree.from_urdf("robot\nwithout xml")
+    cycle = """<robot name="c"><link name="a"/><link name="b"/>
+      <joint name="ab" type="fixed"><parent link="a"/><child link="b"/></joint>
+      <joint name="ba" type="fixed"><parent link="b"/><child link="a"/></joint></robot>"""
+    with pytest.raises(ValueError, match="cycle"):
+        Tree.from_urdf(cycle)
