@@ -74,9 +74,17 @@ class Problem:
                 raise TypeError(f"not an objective: {o!r}")
         self.tree = tree
         self.objectives = objectives
-        # Fail early, with the objective named, on a link or joint the tree does not have.
-        state = tree.state(np.zeros(tree.n))
+        # Fail early, with the objective named, on a link or joint the tree does not have: link names are looked
+        # up (cheap: a frame of tracking builds a problem); other objectives are evaluated once at zero.
+        state = None
         for o in objectives:
+            links = [getattr(o, a) for a in ("link", "other_link") if isinstance(getattr(o, a, None), str)]
+            if links:
+                for name in links:
+                    if name not in tree.link_index:
+                        raise ValueError(f"{type(o).__name__}: no link named {name!r} in the tree")
+                continue
+            state = state or tree.state(np.zeros(tree.n))
             try:
                 o.residual(state)
             except KeyError as e:
