@@ -279,21 +279,15 @@ def _goal_label(goal):
     return f"{kind} {goal.bone}{point}"
 
 
-class Baker:
-    """A bake in progress: ``step()`` solves one frame, ``finish()`` writes the keys, ``cancel()`` leaves
-    everything as it was. ``run()`` does it all."""
+class ArmatureGoals:
+    """What a bake solves by default: the armature's own goals (the sidebar's list), in report columns. Other
+    jobs (foot placement) give the Baker their own object with the same attributes: ``tree``, ``mapping``,
+    ``columns`` ((objective index, "error" or a details key)), ``labels``, ``units``, ``goal_index`` and
+    ``objectives(frame, q_anim, seed)``."""
 
-    def __init__(self, scene, obj, options):
-        check_bake(obj, options)
-        self.scene, self.obj, self.options = scene, obj, options
+    def __init__(self, obj):
+        self.obj = obj
         self.tree, self.mapping = settings_tree(obj)
-        try:
-            self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity)
-        except ValueError as e:  # an unknown method or option
-            raise RigError(str(e)) from None
-        self.method = self.tracker.method
-        self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
-        self.frame_before = (scene.frame_current, scene.frame_subframe)
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
         # One column per error: a pose goal has two (position, and its angle from its details).
@@ -304,6 +298,32 @@ class Baker:
                        for i, field in self.columns]
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS or field == "angular_error" else "m"
                       for i, field in self.columns]
+
+    def objectives(self, frame, q_anim, seed):
+        try:
+            return goal_objectives(self.obj, self.obj.fullbody_ik.goals, self.tree, self.mapping, seed)
+        except RigError as e:
+            raise RigError(f"frame {frame}: {e}") from None
+
+
+class Baker:
+    """A bake in progress: ``step()`` solves one frame, ``finish()`` writes the keys, ``cancel()`` leaves
+    everything as it was. ``run()`` does it all. ``goals``: what to solve (default: the armature's goals)."""
+
+    def __init__(self, scene, obj, options, goals=None):
+        check_bake(obj, options)
+        self.scene, self.obj, self.options = scene, obj, options
+        self.goals = goals or ArmatureGoals(obj)
+        self.tree, self.mapping = self.goals.tree, self.goals.mapping
+        self.columns, self.labels, self.units = self.goals.columns, self.goals.labels, self.goals.units
+        self.goal_index = self.goals.goal_index
+        try:
+            self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity)
+        except ValueError as e:  # an unknown method or option
+            raise RigError(str(e)) from None
+        self.method = self.tracker.method
+        self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
+        self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
         self.solve_ms, self.frame_ms = [], []
@@ -332,10 +352,7 @@ class Baker:
                 pb = obj.pose.bones[name]
                 self.start_values[name] = tuple(getattr(pb, rotation_path(pb)))
         seed = q_anim if self.tracker.previous is None else self.tracker.previous
-        try:
-            objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, seed)
-        except RigError as e:
-            raise RigError(f"frame {f}: {e}") from None
+        objectives = self.goals.objectives(f, q_anim, seed)
         t1 = time.perf_counter()
         res = self.tracker.step(objectives, q_anim)
         t2 = time.perf_counter()
