@@ -172,3 +172,52 @@ def metarig_scene(bpy, frames=range(1, 49), time_limit=0.01, move=None):
             b.keyframe_insert("rotation_euler", frame=f)
     bpy.ops.object.mode_set(mode="OBJECT")
     return _finish(bpy, obj, frames, METARIG_LIMBS, time_limit, move)
+
+
+def terrain_mesh(bpy, name, height, size=(12.0, 12.0), resolution=0.1, center=(0.0, 0.0)):
+    """A grid mesh object whose vertex heights are ``height(x, y)`` (vectorized), in world units."""
+    nx, ny = int(size[0] / resolution) + 1, int(size[1] / resolution) + 1
+    xs = np.linspace(-size[0] / 2, size[0] / 2, nx) + center[0]
+    ys = np.linspace(-size[1] / 2, size[1] / 2, ny) + center[1]
+    X, Y = np.meshgrid(xs, ys, indexing="ij")
+    Z = height(X, Y)
+    verts = np.stack([X, Y, Z], axis=-1).reshape(-1, 3)
+    idx = np.arange(nx * ny).reshape(nx, ny)
+    faces = np.stack([idx[:-1, :-1], idx[1:, :-1], idx[1:, 1:], idx[:-1, 1:]], axis=-1).reshape(-1, 4)
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(verts.tolist(), [], faces.tolist())
+    mesh.update()
+    obj = bpy.data.objects.new(name, mesh)
+    bpy.context.scene.collection.objects.link(obj)
+    return obj
+
+
+def slope(degrees=15.0, along=(0.0, 1.0)):
+    """height(x, y) of a plane rising ``degrees`` along the direction ``along``."""
+    t = np.tan(np.radians(degrees))
+    return lambda X, Y: t * (along[0] * X + along[1] * Y)
+
+
+def stairs(rise=0.15, run=0.6, along=(0.0, 1.0), start=0.0):
+    return lambda X, Y: rise * np.maximum(np.floor((along[0] * X + along[1] * Y - start) / run) + 1, 0)
+
+
+def height_map(amplitude=0.3, size=10.0):
+    """A real height map (matplotlib's jacksboro_fault_dem.npz), a patch scaled to vary about +-amplitude over
+    ``size`` metres; returns height(x, y) by bilinear interpolation."""
+    from matplotlib import cbook
+
+    dem = cbook.get_sample_data("jacksboro_fault_dem.npz")  # matplotlib opens it as an NpzFile
+    z = np.asarray(dem["elevation"], dtype=float)
+    patch = z[100:200, 100:200]
+    patch = (patch - patch.mean()) / max(np.abs(patch - patch.mean()).max(), 1e-9) * amplitude
+    n = patch.shape[0]
+
+    def height(X, Y):
+        u = np.clip((X / size + 0.5) * (n - 1), 0, n - 1.001)
+        v = np.clip((Y / size + 0.5) * (n - 1), 0, n - 1.001)
+        i, j = u.astype(int), v.astype(int)
+        fu, fv = u - i, v - j
+        return ((1 - fu) * (1 - fv) * patch[i, j] + fu * (1 - fv) * patch[i + 1, j]
+                + (1 - fu) * fv * patch[i, j + 1] + fu * fv * patch[i + 1, j + 1])
+    return height

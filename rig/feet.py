@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Feet of a skeleton, found from bone names and hierarchy, and their sole points from the rest pose.
+
+A foot is an ankle bone (its head is the ankle), the bone after it toward the toes (the ball: its head is the
+ball of the foot, its tail the toe tip; absent on some rigs) and three sole points fixed to those bones:
+heel, ball and toe tip, on the sole (the height of the lowest of them in the rest pose, where the character
+stands on its floor).
+
+Names seen on common skeletons: CMU BVH ``LeftFoot``/``LeftToeBase``, Rigify ``foot.L``/``toe.L`` (and
+``DEF-``/``ORG-`` copies), Unreal-like ``foot.l``/``ball.l``, ``Foot.L``, Mixamo
+``mixamorig:LeftFoot``/``mixamorig:LeftToeBase``, the BVH ``LeftAnkle``/``LeftToes`` convention.
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .armature import RigError
+
+FOOT_WORDS = ("foot", "ankle")
+BALL_WORDS = ("toe", "ball")
+NOT_A_FOOT = ("ik", "pole", "target", "roll", "heel", "mch", "ctrl", "control", "twist", "end", "tweak", "vis",
+              "socket", "ctr", "fk", "parent", "pivot", "spin", "rot")
+PREFERRED_PREFIX = ("def-", "", "org-")  # deform bones first: they are what the mesh follows
+
+
+@dataclass
+class SolePoint:
+    name: str  # "heel", "ball", "toe"
+    bone: str
+    offset: np.ndarray  # in the bone's frame (its head at 0, Y along the bone)
+    rest: np.ndarray  # armature-space position in the rest pose
+
+
+@dataclass
+class Foot:
+    side: str  # "left" / "right"
+    ankle: str
+    ball: str  # "" when the rig has no toe bone
+    points: list  # SolePoint: heel, ball, toe
+
+    @property
+    def label(self):
+        return f"{self.side} foot ({self.ankle})"
+
+
+def _side(name):
+    """'left', 'right' or None from a bone name's side marker (Left/Right, .L/_l/-L, l_ ...)."""
+    n = name.lower().split(":")[-1]
+    if "left" in n:
+        return "left"
+    if "right" in n:
+        return "right"
+    tokens = re.split(r"[._\-\s]+", n)
+    if "l" in tokens:
+        return "left"
+    if "r" in tokens:
+        return "right"
+    return None
+
+
+def _words(name):
+    n = name.lower()
+    n = n.split(":")[-1]  # mixamorig:LeftFoot
+    return n
+
+
+def _is_candidate(name, words):
+    n = _words(name)
+    if not any(w in n for w in words):
+        return False
+    core = re.sub(r"^(def|org)[-_.]", "", n)
+    return not any(re.search(rf"(^|[^a-z]){bad}([^a-z]|$)", core) or core.startswith(bad) for bad in NOT_A_FOOT) \
+        and "_end" not in n and not n.endswith("end")
+
+
+def _rank(name):
+    n = name.lower()
+    for k, p in enumerate(PREFERRED_PREFIX):
+        if p and n.startswith(p):
+            return k
+    return 1
+
+
+def candidates(obj):
+    """Bones whose names look like feet, for messages."""
+    return [b.name for b in obj.data.bones if _is_candidate(b.name, FOOT_WORDS)]
+
+
+def _ball_of(bone):
+    kids = [c for c in bone.children if _is_candidate(c.name, BALL_WORDS)]
+    if not kids:
+        kids = [c for c in bone.children if "toe" in c.name.lower() or "ball" in c.name.lower()]
+        kids = [c for c in kids if "end" not in c.name.lower()]
+    return min(kids, key=lambda c: _rank(c.name)) if kids else None
+
+
+def up_vector(obj):
+    """The world's up (+Z) in the armature's space (BVH and FBX imports often turn the armature object)."""
+    R = np.array(obj.matrix_world)[:3, :3]
+    up = np.linalg.solve(R, np.array([0.0, 0.0, 1.0]))
+    return up / np.linalg.norm(up)
+
+
+def _foot(obj, side, ankle_name, ball_name=None):
+    bones = obj.data.bones
+    if ankle_name not in bones:
+        raise RigError(f"no bone named {ankle_name!r} in {obj.name!r} for the {side} foot")
+    ankle = bones[ankle_name]
+    if ball_name:
+        if ball_name not in bones:
+            raise RigError(f"no bone named {ball_name!r} in {obj.name!r} for the {side} foot's toes")
+        ball = bones[ball_name]
+    else:
+        ball = _ball_of(ankle)
+    up = up_vector(obj)
+    flat = lambda v: v - (v @ up) * up  # noqa: E731 (the horizontal part of a vector)
+    head = np.array(ankle.head_local)
+    ball_pt = np.array(ball.head_local) if ball is not None else np.array(ankle.tail_local)
+    forward = flat(ball_pt - head)
+    length = np.linalg.norm(forward)
+    if length < 1e-9:
+        raise RigError(f"the {side} foot {ankle_name!r}: its ball is straight below the ankle (no forward direction)")
+    forward /= length
+    toe_pt = np.array(ball.tail_local) if ball is not None else None
+    if toe_pt is not None:  # a toe bone that points forward: its tail is the tip (glTF bones often point anywhere)
+        d = toe_pt - ball_pt
+        if not (d @ forward > 0.7 * np.linalg.norm(d) and np.linalg.norm(d) > 0.1 * length):
+            toe_pt = None
+    if toe_pt is None:
+        toe_pt = ball_pt + forward * length * 0.35
+    sole = min(ball_pt @ up, toe_pt @ up)  # the sole's height: the lowest of ball and toe tip in the rest pose
+    on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731
+    heel_pt = on_sole(head - 0.2 * length * forward)
+    points = []
+    for name, p, bone in (("heel", heel_pt, ankle), ("ball", on_sole(ball_pt), ball or ankle),
+                          ("toe", on_sole(toe_pt), ball or ankle)):
+        M = np.array(bone.matrix_local)
+        points.append(SolePoint(name, bone.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
+    return Foot(side, ankle.name, ball.name if ball is not None else "", points)
+
+
+def find_feet(obj, spec=None):
+    """[left Foot, right Foot] of an armature. ``spec``: "ANKLE:BALL,ANKLE:BALL" (or ANKLE alone) given by
+    hand; otherwise found from names and hierarchy. A RigError lists the candidates when they cannot be found."""
+    if spec:
+        feet = []
+        for k, part in enumerate(p.strip() for p in spec.split(",") if p.strip()):
+            ankle, _, ball = part.partition(":")
+            feet.append(_foot(obj, _side(ankle) or ("left", "right")[k % 2], ankle.strip(), ball.strip() or None))
+        if not feet:
+            raise RigError(f"--feet {spec!r}: expected ANKLE:BALL pairs separated by commas")
+        return feet
+    found = {}
+    for bone in obj.data.bones:
+        if not _is_candidate(bone.name, FOOT_WORDS):
+            continue
+        side = _side(bone.name)
+        if side is None:
+            continue
+        # Prefer deform bones, then bones with a toe child, then the ones lower in the hierarchy (the leg's).
+        key = (_rank(bone.name), _ball_of(bone) is None, -len(bone.parent_recursive))
+        if side not in found or key < found[side][0]:
+            found[side] = (key, bone.name)
+    if set(found) != {"left", "right"}:
+        listed = ", ".join(repr(n) for n in candidates(obj)[:12]) or "none"
+        missing = " and ".join(s for s in ("left", "right") if s not in found)
+        raise RigError(f"the {missing} foot of {obj.name!r} could not be found from bone names (candidates: "
+                       f"{listed}): give them by hand, e.g. --feet LeftFoot:LeftToeBase,RightFoot:RightToeBase")
+    return [_foot(obj, side, found[side][1]) for side in ("left", "right")]

@@ -1,0 +1,549 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Terrain-adaptive foot placement, baked into keyframes (paper 000 §IV-G, extended).
+
+From the source motion: the sole points of each foot (heel, ball and its two sides, toe tip), their contacts
+with the source floor (height and speed, with hysteresis and a minimum duration; or the contact channels a
+user edited), and the terrain under them (rays cast down, several terrain objects). Per frame, position goals:
+a point in contact is planted for its whole contact where it first touched, on the terrain (with the source's
+clearance), so the sole lies on the surface and does not skate; a point in swing keeps the source's height
+above the terrain under it (the terrain offset smoothed ahead in time, never below the terrain: no toe
+through a step), blended into and out of its contacts; the pelvis rises or lowers by what the lower foot
+needs, smoothed; a displacement goal keeps the body on the source motion. Solved frame by frame by the
+tracker and keyed by the Baker (a new action; the source untouched), then judged on the pose Blender shows.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..solvers import Displacement, Position
+from .armature import RigError
+from .bake import BakeOptions, Baker, check_bake, keep_report
+from .feet import find_feet, up_vector
+from .goals import cached_tree
+from .terrain import Terrain
+
+CONTACT_PREFIX = "fbik_contact"
+FEET_REPORT_PROPERTY = "fullbody_ik_feet_report"
+POINT_NAMES = ("heel", "ball", "ball_in", "ball_out", "toe")
+
+
+@dataclass
+class FootOptions:
+    frame_start: int
+    frame_end: int
+    terrain: list  # terrain object names
+    feet: str = ""  # "ANKLE:BALL,ANKLE:BALL" by hand; empty: found from names
+    step: int = 1
+    method: str = ""
+    time_limit: float = 0.0
+    max_error: float = 0.01  # world units: a contact point further off the terrain than this fails the job
+    blend_frames: int = 3  # swing targets blend into and out of contacts over this many frames
+    pelvis_smoothing: float = 0.3  # seconds: the pelvis offset is averaged over this window
+    body_weight: float = 1e-4  # weight of staying on the source pose (displacement goal; radians vs metres)
+
+
+def _channel(foot, point):
+    return f"{CONTACT_PREFIX}_{foot.side}_{point}"
+
+
+def _runs(mask):
+    """[(first, last)] index runs of True in a 1-D bool array."""
+    out, start = [], None
+    for i, m in enumerate(mask):
+        if m and start is None:
+            start = i
+        if not m and start is not None:
+            out.append((start, i - 1))
+            start = None
+    if start is not None:
+        out.append((start, len(mask) - 1))
+    return out
+
+
+def detect_contacts(height, speed, h_on, v_on, min_frames):
+    """(F, P) contacts from heights above the floor and speeds: on below h_on and v_on, off above 1.5x
+    either (hysteresis), runs shorter than ``min_frames`` dropped."""
+    F, P = height.shape
+    out = np.zeros((F, P), dtype=bool)
+    for p in range(P):
+        on = False
+        for t in range(F):
+            if not on and height[t, p] < h_on and speed[t, p] < v_on:
+                on = True
+            elif on and (height[t, p] > 1.5 * h_on or speed[t, p] > 1.5 * v_on):
+                on = False
+            out[t, p] = on
+        for a, b in _runs(out[:, p]):
+            if b - a + 1 < min_frames:
+                out[a:b + 1, p] = False
+    return out
+
+
+def _moving(values, window, fn):
+    """fn (np.max or np.mean) over a centred window of ``window`` frames, per column."""
+    h = max(int(window) // 2, 0)
+    out = np.empty_like(values)
+    for t in range(len(values)):
+        out[t] = fn(values[max(0, t - h):t + h + 1], axis=0)
+    return out
+
+
+class SoleSampler:
+    """World positions of every sole point of the feet at the current frame (as Blender evaluates it)."""
+
+    def __init__(self, obj, feet):
+        self.obj, self.feet = obj, feet
+        up = up_vector(obj)
+        self.specs = []  # (foot index, point name, bone, offset)
+        for k, foot in enumerate(feet):
+            pts = {p.name: p for p in foot.points}
+            heel, ball, toe = pts["heel"].rest, pts["ball"].rest, pts["toe"].rest
+            side = np.cross(ball - heel, up)
+            side *= 0.35 * np.linalg.norm(toe - heel) / max(np.linalg.norm(side), 1e-12)
+            for name in POINT_NAMES:
+                if name in pts:
+                    p = pts[name]
+                    self.specs.append((k, name, p.bone, p.offset))
+                    continue
+                base = pts["ball"]
+                rest = base.rest + (side if name == "ball_in" else -side) * (1 if foot.side == "left" else -1)
+                M = np.array(obj.data.bones[base.bone].matrix_local)
+                self.specs.append((k, name, base.bone, (np.linalg.inv(M) @ np.append(rest, 1.0))[:3]))
+        self.rows = [obj.pose.bones.find(bone) for _, _, bone, _ in self.specs]
+
+    def sample(self, rotations=False):
+        """(P, 3) world sole points; with ``rotations``, also (feet, 3, 3) the ankles' world rotations."""
+        from .armature import _matrices
+
+        M = _matrices(self.obj.pose.bones, "matrix", len(self.obj.pose.bones))
+        W = np.array(self.obj.matrix_world)
+        pts = np.array([(M[r] @ np.append(off, 1.0)) for r, (_, _, _, off) in zip(self.rows, self.specs)])
+        pts = (W @ pts.T).T[:, :3]
+        if not rotations:
+            return pts
+        R = np.array([(W @ M[self.obj.pose.bones.find(f.ankle)])[:3, :3] for f in self.feet])
+        return pts, R / np.linalg.norm(R, axis=1, keepdims=True)
+
+
+@dataclass
+class FootPlan:
+    frames: list
+    points: np.ndarray  # (F, P, 3) source sole points, world
+    contacts: np.ndarray  # (F, P) bool
+    terrain: np.ndarray  # (F, P) terrain height under the source points
+    normals: np.ndarray  # (F, P, 3)
+    hits: np.ndarray  # (F, P) bool
+    targets: np.ndarray  # (F, P, 3) world
+    pelvis: np.ndarray  # (F, 3) world target of the pelvis head
+    floor: float  # the source floor height
+    clearance: np.ndarray  # (F, P) source height above its floor
+    source_contacts: str = "detected"  # or "edited channels"
+    off_terrain: list = field(default_factory=list)  # frames where a sole point has no terrain under it
+    rotations: np.ndarray = None  # (F, feet, 3, 3) the source ankles' world rotations
+
+
+def _pelvis(obj, feet):
+    """The bone both legs hang from (lowest common ancestor of the ankles)."""
+    chains = []
+    for foot in feet:
+        b, chain = obj.data.bones[foot.ankle], []
+        while b is not None:
+            chain.append(b.name)
+            b = b.parent
+        chains.append(chain)
+    common = [n for n in chains[0] if all(n in c for c in chains[1:])]
+    if not common:
+        raise RigError(f"the feet of {obj.name!r} do not hang from one bone: no pelvis to move")
+    return common[0]
+
+
+def read_contacts(obj, sampler, frames):
+    """(F, P) contacts from the armature's contact channels (keyed custom properties), or None."""
+    ad = obj.animation_data
+    if ad is None or ad.action is None:
+        return None
+    from bpy_extras import anim_utils
+
+    bag = anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot) if ad.action_slot else None
+    if bag is None:
+        return None
+    out = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
+    found = False
+    for j, (k, name, _, _) in enumerate(sampler.specs):
+        base = "ball" if name.startswith("ball") else name
+        fc = bag.fcurves.find(f'["{_channel(sampler.feet[k], base)}"]')
+        if fc is None:
+            continue
+        found = True
+        out[:, j] = [fc.evaluate(f) > 0.5 for f in frames]
+    return out if found else None
+
+
+def write_contacts(obj, action, slot, sampler, frames, contacts):
+    """Key the contacts (one channel per foot and sole point, constant interpolation) into ``action``: seen and
+    edited in the Dope Sheet and Graph Editor; a later run uses the edited ones."""
+    from bpy_extras import anim_utils
+
+    bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    done = set()
+    for j, (k, name, _, _) in enumerate(sampler.specs):
+        base = "ball" if name.startswith("ball") else name
+        prop = _channel(sampler.feet[k], base)
+        if prop in done:
+            continue
+        done.add(prop)
+        obj[prop] = 0.0
+        path = f'["{prop}"]'
+        fc = bag.fcurves.find(path)
+        if fc is not None:
+            bag.fcurves.remove(fc)
+        fc = bag.fcurves.new(path, group_name="Full-Body IK contacts")
+        fc.keyframe_points.add(len(frames))
+        co = np.empty(2 * len(frames))
+        co[0::2], co[1::2] = frames, contacts[:, j].astype(float)
+        fc.keyframe_points.foreach_set("co", co)
+        fc.keyframe_points.foreach_set("interpolation", [0] * len(frames))  # CONSTANT
+        fc.update()
+
+
+def plan(scene, obj, feet, terrain, frames, options):
+    """Sample the source motion and compute every frame's targets (world)."""
+    sampler = SoleSampler(obj, feet)
+    F, P = len(frames), len(sampler.specs)
+    pts = np.zeros((F, P, 3))
+    rotations = np.zeros((F, len(feet), 3, 3))
+    pelvis_name = _pelvis(obj, feet)
+    pelvis = np.zeros((F, 3))
+    for i, f in enumerate(frames):
+        scene.frame_set(f)
+        pts[i], rotations[i] = sampler.sample(rotations=True)
+        pelvis[i] = np.array(obj.matrix_world @ obj.pose.bones[pelvis_name].head)
+    fps = scene.render.fps / scene.render.fps_base / max(options.step, 1)
+    floor = float(np.percentile(pts[..., 2], 1))
+    clearance = pts[..., 2] - floor
+    leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)  # hip height: the character's size
+    speed = np.zeros((F, P))
+    if F > 1:
+        v = np.gradient(pts, axis=0) * fps
+        speed = np.linalg.norm(v, axis=-1)
+    contacts = read_contacts(obj, sampler, frames)
+    source = "edited channels"
+    if contacts is None:
+        # Each point against its own lowest height (mocap soles are not at one height), below 3 % of the hip
+        # height and moving slower than 15 % of it per second (a foot in stance), with hysteresis.
+        own = pts[..., 2] - np.percentile(pts[..., 2], 2, axis=0)
+        contacts = detect_contacts(own, speed, 0.03 * leg, 0.15 * leg, max(2, int(round(0.08 * fps))))
+        source = "detected"
+        for j, (k, name, _, _) in enumerate(sampler.specs):  # the sides of the ball touch when the ball does
+            if name in ("ball_in", "ball_out"):
+                ball = next(i for i, (kk, nn, _, _) in enumerate(sampler.specs) if kk == k and nn == "ball")
+                contacts[:, j] = contacts[:, ball]
+    # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
+    # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
+    height = np.full((F, P), np.nan)
+    normal = np.zeros((F, P, 3))
+    hits = np.zeros((F, P), dtype=bool)
+    offset = np.zeros(P)
+    for i in range(F):
+        start = pts[i, :, 2] + np.maximum(offset, 0.0) + 0.5 * leg
+        h, n, ok = terrain.below(pts[i], start)
+        height[i], normal[i], hits[i] = h, n, ok
+        offset = np.where(ok, h - floor, offset)
+    raw = np.where(hits, height - floor, np.nan)
+    raw = _fill(raw)
+    window = max(3, int(round(0.25 * fps)) | 1)
+    swing_offset = np.maximum(_moving(_moving(raw, window, np.max), window, np.mean), raw)
+    targets = pts.copy()
+    targets[..., 2] += swing_offset
+    feet_cols = [[j for j, sp in enumerate(sampler.specs) if sp[0] == k] for k in range(len(feet))]
+    for k, cols in enumerate(feet_cols):
+        shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
+        targets[:, cols, :2] += shift[:, None, :]
+        touching = contacts[:, cols]
+        # Points in contact: on the terrain under where they are pinned, with the source's clearance.
+        idx = np.argwhere(touching)
+        if len(idx):
+            at = targets[idx[:, 0], np.array(cols)[idx[:, 1]]]
+            start = at[:, 2] + 0.5 * leg
+            h, _, ok = terrain.below(at, start)
+            z = np.where(ok, h, floor + raw[idx[:, 0], np.array(cols)[idx[:, 1]]])
+            targets[idx[:, 0], np.array(cols)[idx[:, 1]], 2] = z + np.maximum(clearance[idx[:, 0],
+                                                                                          np.array(cols)[idx[:, 1]]], 0)
+        for jj, j in enumerate(cols):  # blend the swing height into and out of each contact
+            for a, b in _runs(touching[:, jj]):
+                for d in range(1, options.blend_frames + 1):
+                    w = 1.0 - d / (options.blend_frames + 1)
+                    for t, edge in ((a - d, a), (b + d, b)):
+                        if 0 <= t < F and not touching[t, jj]:
+                            swing_edge = pts[edge, j, 2] + swing_offset[edge, j]
+                            targets[t, j, 2] += w * (targets[edge, j, 2] - swing_edge)
+    foot_offset = np.array([np.nanmean(swing_offset[:, [j for j, s in enumerate(sampler.specs) if s[0] == k]],
+                                       axis=1) for k in range(len(feet))])
+    lower = foot_offset.min(axis=0)
+    lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
+    pelvis_target = pelvis.copy()
+    pelvis_target[:, 2] += lower
+    off = [int(frames[i]) for i in range(F) if not hits[i].all()]
+    return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
+                    off, rotations), sampler, pelvis_name
+
+
+def _skate_shift(points, touching):
+    """(F, 2) horizontal shift that holds a foot where it touched: while any of its points touches, the shift
+    cancels the horizontal motion of the point that has touched longest (the heel, then the ball as the heel
+    lifts: the shift stays continuous); in the air it returns to zero by the next touch, linearly."""
+    F = len(points)
+    shift = np.zeros((F, 2))
+    anchor = None
+    for t in range(1, F):
+        on = touching[t]
+        if on.any() and touching[t - 1].any():
+            if anchor is None or not on[anchor]:
+                candidates = np.flatnonzero(on & touching[t - 1])
+                anchor = int(candidates[0]) if len(candidates) else None
+            if anchor is not None:
+                shift[t] = shift[t - 1] - (points[t, anchor, :2] - points[t - 1, anchor, :2])
+                continue
+        anchor = None if not on.any() else anchor
+        shift[t] = shift[t - 1]
+    air = ~touching.any(axis=1)
+    for a, b in _runs(air):  # back to zero over the swing, reaching it as the foot touches again
+        if b + 1 < F:
+            n = b - a + 2
+            shift[a:b + 1] = shift[a - 1 if a else a] * (1.0 - np.arange(1, n) / n)[:, None]
+            shift[b + 1:] -= 0.0
+    # A new contact starts from zero shift: restart the integration after each swing.
+    out = np.zeros_like(shift)
+    for t in range(1, F):
+        if air[t]:
+            out[t] = shift[t]
+        elif touching[t - 1].any():
+            out[t] = out[t - 1] + (shift[t] - shift[t - 1])
+        else:
+            out[t] = 0.0
+    return out
+
+
+def _fill(values):
+    """NaNs (no terrain) replaced by the nearest value in time, per column (0 where a column has none)."""
+    out = values.copy()
+    for j in range(out.shape[1]):
+        col = out[:, j]
+        ok = ~np.isnan(col)
+        if not ok.any():
+            out[:, j] = 0.0
+            continue
+        idx = np.arange(len(col))
+        out[:, j] = np.interp(idx, idx[ok], col[ok])
+    return out
+
+
+class FootGoals:
+    """The Baker's goals for foot placement: a position goal per sole point, the pelvis, the source pose."""
+
+    def __init__(self, obj, feet, sampler, plan_, pelvis, options):
+        self.obj, self.plan, self.sampler, self.options = obj, plan_, sampler, options
+        bones = {f.ankle for f in feet} | {f.ball for f in feet if f.ball} | {pelvis}
+        self.tree, self.mapping = cached_tree(obj, free_root=True, bones=bones, use_stretch=False)
+        self.pelvis = pelvis
+        P = len(sampler.specs)
+        self.columns = [(j, "error") for j in range(P)]
+        self.labels = [f"{sampler.feet[k].side} {name}" for k, name, _, _ in sampler.specs]
+        self.units = ["m"] * P
+        self.goal_index = list(range(P))
+        self.index = {f: i for i, f in enumerate(plan_.frames)}
+
+    def objectives(self, frame, q_anim, seed):
+        i = self.index[frame]
+        to_arm = np.linalg.inv(np.array(self.obj.matrix_world))
+        local = lambda p: (to_arm @ np.append(p, 1.0))[:3]  # noqa: E731
+        out = []
+        for j, (_, _, bone, offset) in enumerate(self.sampler.specs):
+            weight = 1.0 if self.plan.contacts[i, j] else 0.3
+            out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=weight))
+        out.append(Position(self.pelvis, local(self.plan.pelvis[i]), weight=0.01, tolerance=np.inf))
+        out.append(Displacement(q_anim, weight=self.options.body_weight))
+        return out
+
+
+def foot_metrics(plan_, points, rotations, terrain, sampler):
+    """Per foot: penetration and float at contacts (mm), sole-normal error (deg), skate (mm/frame), frames
+    off the terrain, for sole points ``points`` (F, P, 3) and ankle rotations (F, feet, 3, 3), world (the
+    source's, or the result's). The sole normal is the source's floor normal turned as the foot turned from
+    the source (whatever the rig's rest pose calls flat), against the terrain's normal, on flat-foot frames."""
+    F, P, _ = points.shape
+    start = points[..., 2] + 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)
+    h = np.full((F, P), np.nan)
+    nrm = np.zeros((F, P, 3))
+    for i in range(F):
+        h[i], nrm[i], _ = terrain.below(points[i], start[i] + np.maximum(plan_.terrain[i] - plan_.floor, 0.0))
+    out = {}
+    names = [n for _, n, _, _ in sampler.specs]
+    for k, foot in enumerate(sampler.feet):
+        cols = [j for j, s in enumerate(sampler.specs) if s[0] == k]
+        c = plan_.contacts[:, cols]
+        gap = points[:, cols, 2] - h[:, cols]
+        gap_rel = points[:, cols, 2] - (h[:, cols] + np.maximum(plan_.clearance[:, cols], 0.0))
+        pen = np.where(c, np.maximum(-gap, 0.0), np.nan)
+        flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)
+        sk = []
+        for jj, j in enumerate(cols):
+            for a, b in _runs(plan_.contacts[:, j]):
+                if b > a:
+                    sk.append(np.linalg.norm(np.diff(points[a:b + 1, j, :2], axis=0), axis=1))
+        skate = np.concatenate(sk) if sk else np.zeros(0)
+        heel, bi, bo = (cols[names[cols[0]:cols[-1] + 1].index(n)] for n in ("heel", "ball_in", "ball_out"))
+        flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
+        sole = (rotations[:, k] @ np.swapaxes(plan_.rotations[:, k], -1, -2))[:, :, 2]  # R_result R_source^T z
+        tn = nrm[:, bi]
+        del bo
+        ang = np.degrees(np.arccos(np.clip(np.sum(sole * tn, axis=1), -1, 1)))
+        ang = np.where(flat & (np.linalg.norm(tn, axis=1) > 0), ang, np.nan)
+        nanmax = lambda a: float(np.nanmax(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
+        nanmean = lambda a: float(np.nanmean(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
+        out[foot.side] = {
+            "penetration_mm_max": 1e3 * nanmax(pen), "penetration_mm_mean": 1e3 * nanmean(pen),
+            "float_mm_max": 1e3 * nanmax(flo), "float_mm_mean": 1e3 * nanmean(flo),
+            "sole_normal_deg_max": nanmax(ang), "sole_normal_deg_mean": nanmean(ang),
+            "skate_mm_per_frame": 1e3 * (float(skate.mean()) if skate.size else 0.0),
+            "contact_frames": int(c.any(axis=1).sum()),
+            "frames_off_terrain": int((~np.isfinite(h[:, cols])).any(axis=1).sum()),
+        }
+    return out, h
+
+
+@dataclass
+class FootReport:
+    armature: str
+    action: str
+    source_action: str
+    frames: list
+    feet: list  # labels
+    contacts_from: str
+    before: dict
+    after: dict
+    bake: dict  # the bake's own report (goals, verdict as Blender shows it)
+    ok: bool
+    verdict: str
+    off_terrain: list
+    seconds: float
+    heights: dict = field(default_factory=dict)  # for the plot
+
+    def to_dict(self):
+        return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
+                "frames": [int(self.frames[0]), int(self.frames[-1])], "feet": self.feet,
+                "contacts_from": self.contacts_from, "before": self.before, "after": self.after, "ok": self.ok,
+                "verdict": self.verdict, "frames_off_terrain": self.off_terrain, "seconds": self.seconds,
+                "bake": self.bake}
+
+    def text(self):
+        lines = [f"Full-Body IK foot placement of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]}, "
+                 f"feet {', '.join(self.feet)}, contacts {self.contacts_from}",
+                 f"  action: {self.action!r} (from {self.source_action!r}, kept)",
+                 f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict}"]
+        for side in self.before:
+            b, a = self.before[side], self.after[side]
+            lines.append(f"  {side} foot ({a['contact_frames']} contact frames), before -> after:")
+            for key, label in (("penetration_mm_max", "penetration max mm"), ("float_mm_max", "float max mm"),
+                               ("sole_normal_deg_max", "sole normal max deg"),
+                               ("skate_mm_per_frame", "skate mm/frame"), ("frames_off_terrain", "frames off terrain")):
+                lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
+        if self.off_terrain:
+            lines.append(f"  frames where a foot has no terrain under it (left as the source's): "
+                         f"{len(self.off_terrain)}")
+        return "\n".join(lines)
+
+    def plot(self, path):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        sides = list(self.heights)
+        fig, axes = plt.subplots(len(sides), 1, figsize=(9, 3 * len(sides)), sharex=True, squeeze=False)
+        for ax, side in zip(axes[:, 0], sides):
+            d = self.heights[side]
+            for a, b in _runs(np.asarray(d["contact"])):
+                ax.axvspan(self.frames[a], self.frames[b], color="0.85")
+            ax.plot(self.frames, d["terrain"], "k-", lw=1, label="terrain under the heel")
+            ax.plot(self.frames, d["source"], "--", lw=1, label="heel, source")
+            ax.plot(self.frames, d["result"], "-", lw=1.2, label="heel, result")
+            ax.set_ylabel(f"{side} height (m)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        axes[0, 0].set_title(f"Foot placement of {self.armature}: heel height over the terrain, contacts shaded",
+                             fontsize=10)
+        axes[-1, 0].set_xlabel("frame")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+
+
+def check_feet_input(obj, options):
+    if options.frame_end < options.frame_start:
+        raise RigError(f"inverted frame range {options.frame_start}-{options.frame_end}")
+    if obj.animation_data is None or obj.animation_data.action is None:
+        raise RigError(f"{obj.name!r} has no action to place the feet of")
+
+
+def foot_placement(scene, obj, options, progress=None):
+    """Plant the feet of ``obj``'s action on the terrain objects; returns a FootReport. The source action is
+    kept; the result is a new action with keys and contact channels."""
+    import bpy
+
+    started = time.perf_counter()
+    bake_options = BakeOptions(options.frame_start, options.frame_end, options.step, method=options.method,
+                               time_limit=options.time_limit, max_error=options.max_error,
+                               max_angle=float("inf"), continuity=1e-4)
+    check_bake(obj, bake_options)
+    check_feet_input(obj, options)
+    objects = []
+    for name in options.terrain:
+        t = bpy.data.objects.get(name)
+        if t is None:
+            listed = ", ".join(repr(o.name) for o in bpy.data.objects if o.type == "MESH") or "none"
+            raise RigError(f"no terrain object named {name!r} (meshes: {listed})")
+        objects.append(t)
+    terrain = Terrain(objects, bpy.context.evaluated_depsgraph_get())
+    feet = find_feet(obj, options.feet)
+    frames = list(range(options.frame_start, options.frame_end + 1, options.step))
+    before_frame = (scene.frame_current, scene.frame_subframe)
+    source_action = obj.animation_data.action
+    plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options)
+    goals = FootGoals(obj, feet, sampler, plan_, pelvis, options)
+    baker = Baker(scene, obj, bake_options, goals=goals)
+    bake_report = baker.run(progress=progress)
+    action = obj.animation_data.action
+    write_contacts(obj, action, obj.animation_data.action_slot, sampler, frames, plan_.contacts)
+    result = np.zeros_like(plan_.points)
+    result_rot = np.zeros_like(plan_.rotations)
+    for i, f in enumerate(frames):
+        scene.frame_set(f)
+        result[i], result_rot[i] = sampler.sample(rotations=True)
+    scene.frame_set(before_frame[0], subframe=before_frame[1])
+    before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler)
+    after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
+    worst = max(max(a["penetration_mm_max"], a["float_mm_max"]) for a in after.values()) / 1e3
+    missed = not bake_report.ok
+    ok = worst <= options.max_error and not missed
+    verdict = (f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
+               if worst <= options.max_error else
+               f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)")
+    if missed:
+        verdict += f"; {bake_report.verdict()['text']}"
+    heights = {}
+    for k, foot in enumerate(feet):
+        j = next(i for i, s in enumerate(sampler.specs) if s[0] == k and s[1] == "heel")
+        heights[foot.side] = {"terrain": np.where(np.isfinite(h_after[:, j]), h_after[:, j], np.nan).tolist(),
+                              "source": plan_.points[:, j, 2].tolist(), "result": result[:, j, 2].tolist(),
+                              "contact": plan_.contacts[:, j].tolist()}
+    report = FootReport(obj.name, action.name, source_action.name if source_action else "", frames,
+                        [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
+                        before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
+                        time.perf_counter() - started, heights)
+    keep_report(action, bake_report)
+    action[FEET_REPORT_PROPERTY] = json.dumps(report.to_dict())
+    return report
