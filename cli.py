@@ -42,26 +42,37 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _bake_options(p):
-    p.add_argument("--armature", help="armature object to bake (default: the only one with enabled goals)")
-    p.add_argument("--action", help="action to bake over (default: the armature's current action)")
+def _bake_options(p, command="bake"):
+    if command == "bake":
+        p.add_argument("--armature", help="armature object to bake (default: the only one with enabled goals)")
+    else:
+        p.add_argument("--armature", help="the animated armature (default: the only armature in the file)")
+        p.add_argument("--terrain", required=True, metavar="OBJ[,OBJ...]",
+                       help="mesh objects to stand on (modifiers evaluated)")
+        p.add_argument("--feet", metavar="ANKLE:BALL,ANKLE:BALL",
+                       help="the feet by hand, e.g. LeftFoot:LeftToeBase,RightFoot:RightToeBase (default: found "
+                            "from bone names)")
+    p.add_argument("--action", help="action to work on (default: the armature's current action)")
     p.add_argument("--frames", help="frame range FIRST-LAST (default: the scene's frame range)")
-    p.add_argument("--step", type=int, default=1, help="bake every n-th frame (default 1)")
-    p.add_argument("--replace", action="store_true",
-                   help="write into the current action (a backup copy is kept) instead of a new action")
-    p.add_argument("--thin", type=float, default=0.0, metavar="TOL",
-                   help="drop keys the curve reproduces within TOL (default 0: key every frame)")
-    p.add_argument("--continuity", type=float, default=1e-4, metavar="W",
-                   help="weight of staying near the previous frame's pose (default 1e-4)")
+    p.add_argument("--step", type=int, default=1, help="every n-th frame (default 1)")
+    if command == "bake":
+        p.add_argument("--replace", action="store_true",
+                       help="write into the current action (a backup copy is kept) instead of a new action")
+        p.add_argument("--thin", type=float, default=0.0, metavar="TOL",
+                       help="drop keys the curve reproduces within TOL (default 0: key every frame)")
+        p.add_argument("--continuity", type=float, default=1e-4, metavar="W",
+                       help="weight of staying near the previous frame's pose (default 1e-4)")
     from .solvers.methods import METHODS
 
     p.add_argument("--method", choices=list(METHODS), help="solver (default: the armature's settings)")
     p.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame (default: the armature's)")
     p.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
-                   help="a frame whose goal misses by more (world units) fails the bake: exit 1, the result kept "
-                        "for inspection (default 0.01: 1 cm; inf accepts any error)")
-    p.add_argument("--max-angle", type=_non_negative, metavar="DEGREES",
-                   help="the same for angular goals (default 1 degree; any angle with --max-error inf)")
+                   help="a frame whose goal misses by more (world units; foot placement: a contact that far off "
+                        "the terrain) fails the job: exit 1, the result kept for inspection (default 0.01: 1 cm; "
+                        "inf accepts any error)")
+    if command == "bake":
+        p.add_argument("--max-angle", type=_non_negative, metavar="DEGREES",
+                       help="the same for angular goals (default 1 degree; any angle with --max-error inf)")
     p.add_argument("--report", metavar="PATH.png", help="save a plot of the bake report")
     p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
 
@@ -85,14 +96,25 @@ def parser(inside_blender=False):
                       help="the .blend file" + (" (default: the one Blender opened)" if inside_blender else ""))
     bake.add_argument("--output", "-o", help="where to save the result (default: FILE_baked.blend beside FILE)")
     _bake_options(bake)
+    feet = sub.add_parser("footplant", help="plant the feet of an animated armature on terrain objects, baked "
+                                            "into a new action")
+    feet.add_argument("file", nargs="?" if inside_blender else None,
+                      help="the .blend file" + (" (default: the one Blender opened)" if inside_blender else ""))
+    feet.add_argument("--output", "-o", help="where to save the result (default: FILE_footplant.blend beside FILE)")
+    _bake_options(feet, "footplant")
     batch = sub.add_parser("batch", help="run a command on many files in parallel")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True)
-    bb = batch_sub.add_parser("bake", help="bake every file, in parallel processes")
-    bb.add_argument("files", nargs="+", help=".blend files")
-    bb.add_argument("--jobs", "-j", type=int, default=1, help="files baked at once (default 1)")
-    bb.add_argument("--output-dir", help="where results go (default: beside each file, as NAME_baked.blend)")
-    _bake_options(bb)
+    for command, what in (("bake", "bake every file"), ("footplant", "plant the feet in every file")):
+        bb = batch_sub.add_parser(command, help=f"{what}, in parallel processes")
+        bb.add_argument("files", nargs="+", help=".blend files")
+        bb.add_argument("--jobs", "-j", type=int, default=1, help="files worked on at once (default 1)")
+        bb.add_argument("--output-dir", help="where results go (default: beside each file, as "
+                                             f"NAME_{SUFFIX[command]}.blend)")
+        _bake_options(bb, command)
     return p
+
+
+SUFFIX = {"bake": "baked", "footplant": "footplant"}
 
 
 def parse_frames(text):
@@ -128,9 +150,9 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def default_output(path, output_dir=None):
+def default_output(path, output_dir=None, command="bake"):
     stem = os.path.splitext(os.path.basename(path))[0]
-    return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_baked.blend")
+    return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_{SUFFIX[command]}.blend")
 
 
 def _check_writable(path, what):
@@ -144,7 +166,7 @@ def _check_writable(path, what):
         raise UsageError(f"cannot write {what} {path}: the folder is not writable")
 
 
-def _find_armature(bpy, name):
+def _find_armature(bpy, name, need_goals=True):
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
     if name:
         obj = bpy.data.objects.get(name)
@@ -152,6 +174,11 @@ def _find_armature(bpy, name):
             listed = ", ".join(repr(o.name) for o in arms) or "none"
             raise Failure(f"no armature named {name!r} in the file (armatures: {listed})")
         return obj
+    if not need_goals:
+        if len(arms) == 1:
+            return arms[0]
+        listed = ", ".join(repr(o.name) for o in arms) or "none"
+        raise Failure(f"pass --armature: the file has {len(arms)} armatures ({listed})")
     with_goals = [o for o in arms if any(g.enabled for g in o.fullbody_ik.goals)]
     if len(with_goals) == 1:
         return with_goals[0]
@@ -178,14 +205,10 @@ def _use_action(obj, name):
         ad.action_slot = slot or action.slots.new(id_type="OBJECT", name=obj.name)
 
 
-def run_bake(args, inside_blender=False):
-    """One bake; returns the JSON-able result. Raises UsageError or Failure."""
+def _open(args):
+    """Open the job's file (or use the open one); (source path, output path). UsageError or Failure."""
     import bpy
 
-    from .rig import RigError
-    from .rig.bake import BakeOptions, Baker
-
-    frames = parse_frames(args.frames) if args.frames else None
     if args.step < 1:
         raise UsageError(f"--step must be 1 or more, got {args.step}")
     if args.file:
@@ -201,66 +224,123 @@ def run_bake(args, inside_blender=False):
         source = bpy.data.filepath
         if not source and not args.output:
             raise UsageError("no .blend file loaded: give one, or --output")
-    output = args.output or default_output(source)
+    output = args.output or default_output(source, command=args.command)
     _check_writable(output, "the output")
     if args.report:
         _check_writable(args.report, "the report")
-    obj = _find_armature(bpy, args.armature)
+    return source, output
+
+
+def _armature(args, need_goals=True):
+    import bpy
+
+    obj = _find_armature(bpy, args.armature, need_goals)
     scene = bpy.context.scene
     if obj.name not in scene.objects:
         raise Failure(f"armature {obj.name!r} is not in the scene {scene.name!r}")
     if args.action:
         _use_action(obj, args.action)
-    first, last = frames or (scene.frame_start, scene.frame_end)
-    options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
-                          args.time_limit or 0.0, args.max_error,
-                          None if args.max_angle is None else math.radians(args.max_angle))
+    return obj, scene
+
+
+def _progress(obj, what):
     last_shown = [-1]
 
     def progress(p):
         tenth = int(p * 10)
         if tenth != last_shown[0]:
             last_shown[0] = tenth
-            log(f"  baking {obj.name}: {int(p * 100)} %")
+            log(f"  {what} {obj.name}: {int(p * 100)} %")
+    return progress
 
-    try:
-        report = Baker(scene, obj, options).run(progress=progress)
-    except RigError as e:
-        raise Failure(str(e)) from None
+
+def _save(output):
+    import bpy
+
     with _stdout_to_stderr():
         try:
             bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(output), copy=True)
         except RuntimeError as e:
             raise Failure(f"cannot save {output}: {str(e).strip()}") from None
-    result = {"file": source, "output": output, "ok": report.ok, "report": report.to_dict()}
+
+
+def _finish(args, source, output, report, ok, verdict):
+    """Save, plot, log; the JSON-able result (an "error" when the job missed: kept, but not a success)."""
+    _save(output)
+    result = {"file": source, "output": output, "ok": ok, "report": report.to_dict()}
     if args.report:
         report.plot(args.report)
         result["report_png"] = args.report
     log(report.text())
     log(f"saved {output}" + (f", plot {args.report}" if args.report else ""))
-    if not report.ok:  # kept for inspection, but not a success
-        result["error"] = f"{report.verdict()['text']}; the result was saved to {output} for inspection"
+    if not ok:
+        result["error"] = f"{verdict}; the result was saved to {output} for inspection"
     return result
 
 
+def run_bake(args, inside_blender=False):
+    """One bake; returns the JSON-able result. Raises UsageError or Failure."""
+    from .rig import RigError
+    from .rig.bake import BakeOptions, Baker
+
+    frames = parse_frames(args.frames) if args.frames else None
+    source, output = _open(args)
+    obj, scene = _armature(args)
+    first, last = frames or (scene.frame_start, scene.frame_end)
+    options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
+                          args.time_limit or 0.0, args.max_error,
+                          None if args.max_angle is None else math.radians(args.max_angle))
+    try:
+        report = Baker(scene, obj, options).run(progress=_progress(obj, "baking"))
+    except RigError as e:
+        raise Failure(str(e)) from None
+    return _finish(args, source, output, report, report.ok, report.verdict()["text"])
+
+
+def run_footplant(args, inside_blender=False):
+    """One foot placement; returns the JSON-able result. Raises UsageError or Failure."""
+    from .rig import RigError
+    from .rig.footplant import FootOptions, foot_placement
+
+    frames = parse_frames(args.frames) if args.frames else None
+    terrain = [t.strip() for t in args.terrain.split(",") if t.strip()]
+    if not terrain:
+        raise UsageError("--terrain needs at least one object name")
+    source, output = _open(args)
+    obj, scene = _armature(args, need_goals=False)
+    first, last = frames or (scene.frame_start, scene.frame_end)
+    options = FootOptions(first, last, terrain, args.feet or "", args.step, args.method or "",
+                          args.time_limit or 0.0, args.max_error)
+    try:
+        report = foot_placement(scene, obj, options, progress=_progress(obj, "placing the feet of"))
+    except RigError as e:
+        raise Failure(str(e)) from None
+    return _finish(args, source, output, report, report.ok, report.verdict)
+
+
 def _worker_command(file, args, output):
-    """A child process baking one file: Blender itself when we run inside it, else this Python."""
+    """A child process working on one file: Blender itself when we run inside it, else this Python."""
     import bpy
 
+    command = args.batch_command
     binary = getattr(bpy.app, "binary_path", "")
     if binary and os.path.basename(binary).lower().startswith("blender"):
-        cmd = [binary, "-b", file, "-c", "fullbody_ik", "bake"]  # the user's extensions: ours is one
+        cmd = [binary, "-b", file, "-c", "fullbody_ik", command]  # the user's extensions: ours is one
     else:
-        cmd = [sys.executable, "-m", "fullbody_ik", "bake", file]
-    cmd += ["--output", output, "--json", "--step", str(args.step), "--thin", repr(args.thin),
-            "--continuity", repr(args.continuity), "--max-error", repr(args.max_error)]
-    for flag, value in (("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
-                        ("--method", args.method), ("--time-limit", args.time_limit),
-                        ("--max-angle", args.max_angle)):
+        cmd = [sys.executable, "-m", "fullbody_ik", command, file]
+    cmd += ["--output", output, "--json", "--step", str(args.step), "--max-error", repr(args.max_error)]
+    flags = [("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
+             ("--method", args.method), ("--time-limit", args.time_limit)]
+    if command == "bake":
+        cmd += ["--thin", repr(args.thin), "--continuity", repr(args.continuity)]
+        flags.append(("--max-angle", args.max_angle))
+        if args.replace:
+            cmd.append("--replace")
+    else:
+        flags += [("--terrain", args.terrain), ("--feet", args.feet)]
+    for flag, value in flags:
         if value is not None:
             cmd += [flag, str(value)]
-    if args.replace:
-        cmd.append("--replace")
     return cmd
 
 
@@ -271,7 +351,7 @@ def run_batch(args):
         raise UsageError("--report is per file: use bake, or read each file's JSON report")
     if args.frames:
         parse_frames(args.frames)
-    outputs = [os.path.abspath(default_output(f, args.output_dir)) for f in args.files]
+    outputs = [os.path.abspath(default_output(f, args.output_dir, args.batch_command)) for f in args.files]
     clash = sorted({o for o in outputs if outputs.count(o) > 1})
     if clash:
         raise UsageError(f"several files would be saved as {clash[0]}: give files distinct names or leave out "
@@ -280,7 +360,7 @@ def run_batch(args):
     started = time.perf_counter()
 
     def one(file):
-        output = default_output(file, args.output_dir)
+        output = default_output(file, args.output_dir, args.batch_command)
         t0 = time.perf_counter()
         if not os.path.isfile(file):
             return {"file": file, "ok": False, "exit": EXIT_USAGE, "error": f"no such file: {file}", "seconds": 0.0}
@@ -300,13 +380,14 @@ def run_batch(args):
 
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
-    log(f"baking {len(args.files)} files, {args.jobs} at a time")
+    log(f"{args.batch_command}: {len(args.files)} files, {args.jobs} at a time")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(one, args.files))
     seconds = time.perf_counter() - started
     log(summary_table(results))
     failed = sum(not r["ok"] for r in results)
-    log(f"{len(results) - failed} of {len(results)} files baked in {seconds:.1f} s ({args.jobs} jobs)"
+    done = "baked" if args.batch_command == "bake" else "done"
+    log(f"{len(results) - failed} of {len(results)} files {done} in {seconds:.1f} s ({args.jobs} jobs)"
         + (f"; {failed} failed" if failed else ""))
     return {"jobs": args.jobs, "seconds": seconds, "files": results, "failed": failed}
 
@@ -315,7 +396,7 @@ def summary_table(results):
     rows = [["file", "status", "frames", "met", "mean mm", "max mm", "ms/frame", "seconds"]]
     for r in results:
         if "report" in r:
-            s = r["report"]["summary"]
+            s = r["report"]["summary"] if "summary" in r["report"] else r["report"]["bake"]["summary"]
             status = "ok" if r["ok"] else f"FAILED ({r['exit']}): {r.get('error', '')}"
             mm = (lambda v: "-" if v is None else f"{v:.3f}")
             rows.append([os.path.basename(r["file"]), status, str(s["frames"]), str(s["solved_frames"]),
@@ -340,6 +421,8 @@ def main(argv, inside_blender=False):
     try:
         if args.command == "bake":
             result = run_bake(args, inside_blender)
+        elif args.command == "footplant":
+            result = run_footplant(args, inside_blender)
         else:
             result = run_batch(args)
     except UsageError as e:
@@ -358,8 +441,8 @@ def main(argv, inside_blender=False):
         print(json.dumps(result), flush=True)
     if args.command == "batch" and result["failed"]:
         return EXIT_FAILED
-    if args.command == "bake" and not result["ok"]:
-        log(f"fullbody_ik bake: error: {result['error']}")
+    if args.command in ("bake", "footplant") and not result["ok"]:
+        log(f"fullbody_ik {args.command}: error: {result['error']}")
         return EXIT_FAILED
     return EXIT_OK
 

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Foot placement as a user runs it: a CMU walk (root moving, not free) over terrains built from meshes, the
+command line in a real process, the result opened and measured as Blender shows it; feet found on common
+skeletons; bad input refused with nothing written."""
+
+import json
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+import fullbody_ik  # noqa: E402
+from fullbody_ik.rig import RigError  # noqa: E402
+from fullbody_ik.rig.feet import find_feet  # noqa: E402
+from fullbody_ik.rig.footplant import FEET_REPORT_PROPERTY, FootOptions, foot_placement  # noqa: E402
+from fullbody_ik.tools import scenes  # noqa: E402
+from test_cli import run  # noqa: E402
+from test_real_scenes import action_snapshot  # noqa: E402
+
+FRAMES = (2, 101)
+
+
+@pytest.fixture(autouse=True)
+def _unregister():
+    yield
+    if hasattr(bpy.types.Object, "fullbody_ik"):
+        fullbody_ik.unregister()
+
+
+def walk_on(height, name="ground"):
+    """The CMU walk 02_01 (it walks along -Y) and a terrain mesh; returns (armature, terrain)."""
+    scenes.fresh(bpy)
+    obj, first, last = scenes.import_cmu(bpy, "02_01")
+    obj.fullbody_ik.settings.time_limit = 0.01
+    terrain = scenes.terrain_mesh(bpy, name, height, size=(8, 8), resolution=0.1)
+    bpy.context.view_layer.update()
+    return obj, terrain
+
+
+def test_feet_are_found_on_common_skeletons():
+    scenes.fresh(bpy)
+    obj, _, _ = scenes.import_cmu(bpy, "02_01")
+    assert [(f.ankle, f.ball) for f in find_feet(obj)] == [("LeftFoot", "LeftToeBase"), ("RightFoot", "RightToeBase")]
+    meta = scenes.metarig(bpy)
+    assert [(f.ankle, f.ball) for f in find_feet(meta)] == [("foot.L", "toe.L"), ("foot.R", "toe.R")]
+    feet = find_feet(meta, "foot.R:toe.R,foot.L")  # by hand, sides from the names
+    assert [(f.side, f.ankle, f.ball) for f in feet] == [("right", "foot.R", "toe.R"), ("left", "foot.L", "toe.L")]
+    for foot in find_feet(meta):  # the sole points lie on the rest pose's sole, heel behind the ball
+        heel, ball, toe = (p.rest for p in foot.points)
+        assert abs(heel[2] - toe[2]) < 1e-6 and abs(ball[2] - toe[2]) < 1e-6 and heel[1] > ball[1] > toe[1]
+    arm = bpy.data.armatures.new("blob")
+    blob = bpy.data.objects.new("blob", arm)
+    bpy.context.scene.collection.objects.link(blob)
+    bpy.context.view_layer.objects.active = blob
+    bpy.ops.object.mode_set(mode="EDIT")
+    b = arm.edit_bones.new("thing")
+    b.head, b.tail = (0, 0, 0), (0, 0, 1)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    with pytest.raises(RigError, match="could not be found from bone names.*--feet"):
+        find_feet(blob)
+
+
+def test_footplant_on_a_slope_through_the_command_line(tmp_path):
+    obj, terrain = walk_on(scenes.slope(8.0, along=(0.0, -1.0)))  # it rises where the walk goes
+    source, name = obj.animation_data.action.name, obj.name
+    before = action_snapshot(obj.animation_data.action)
+    path = tmp_path / "walk.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    out = tmp_path / "planted.blend"
+    proc = run("footplant", path, "--armature", name, "--terrain", "ground", "--frames", f"{FRAMES[0]}-{FRAMES[1]}",
+               "--output", out, "--json", "--report", tmp_path / "feet.png")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    rep = result["report"]
+    assert result["ok"] and rep["contacts_from"] == "detected" and (tmp_path / "feet.png").exists()
+    for side in ("left", "right"):
+        b, a = rep["before"][side], rep["after"][side]
+        assert b["float_mm_max"] > 100  # on the source's flat floor the feet hang over the rising slope
+        assert a["penetration_mm_max"] < 3 and a["float_mm_max"] < 5 and a["contact_frames"] > 20
+        assert a["sole_normal_deg_max"] < b["sole_normal_deg_max"]
+        assert a["skate_mm_per_frame"] < b["skate_mm_per_frame"]
+    # The saved file: the result assigned, the source action untouched, contacts keyed for editing.
+    fullbody_ik.unregister()
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    obj = bpy.data.objects[name]
+    action = obj.animation_data.action
+    assert action.name == f"{source} IK" and FEET_REPORT_PROPERTY in action
+    assert all(np.array_equal(action_snapshot(bpy.data.actions[source])[k], v) for k, v in before.items())
+    contact_paths = {k[0] for k in action_snapshot(action) if k[0].startswith('["fbik_contact_')}
+    assert contact_paths == {f'["fbik_contact_{s}_{p}"]' for s in ("left", "right") for p in ("heel", "ball", "toe")}
+    # Measured again here, as Blender shows the saved result: the heels stand on the slope at their contacts.
+    terrain = bpy.data.objects["ground"]
+    height = scenes.slope(8.0, along=(0.0, -1.0))
+    heel_gap = []
+    for f in range(FRAMES[0], FRAMES[1] + 1, 4):
+        bpy.context.scene.frame_set(f)
+        if action.layers[0].strips[0].channelbag(obj.animation_data.action_slot).fcurves.find(
+                '["fbik_contact_left_heel"]').evaluate(f) > 0.5:
+            p = np.array(obj.matrix_world @ obj.pose.bones["LeftFoot"].head)
+            heel_gap.append(p[2] - float(height(p[0], p[1])))
+    assert heel_gap and np.ptp(heel_gap) < 0.03  # the ankle keeps one height over the slope while it stands
+    assert terrain.type == "MESH"
+
+
+def test_edited_contacts_are_used_on_the_next_run():
+    obj, _ = walk_on(lambda X, Y: 0.0 * X)
+    first = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], 60, ["ground"]))
+    assert first.contacts_from == "detected"
+    second = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], 60, ["ground"]))
+    assert second.contacts_from == "edited channels"
+
+
+@pytest.mark.parametrize("breakage, message", [
+    ("empty", "is a empty, not a mesh"), ("no faces", "has no faces"), ("missing", "no terrain object named"),
+    ("no action", "has no action"),
+])
+def test_bad_input_is_refused_and_nothing_changes(breakage, message):
+    obj, terrain = walk_on(lambda X, Y: 0.0 * X)
+    name = "ground"
+    if breakage == "empty":
+        e = bpy.data.objects.new("pole", None)
+        bpy.context.scene.collection.objects.link(e)
+        name = "pole"
+    elif breakage == "no faces":
+        mesh = bpy.data.meshes.new("points")
+        mesh.from_pydata([(0, 0, 0), (1, 0, 0)], [], [])
+        flat = bpy.data.objects.new("points", mesh)
+        bpy.context.scene.collection.objects.link(flat)
+        name = "points"
+    elif breakage == "missing":
+        name = "nowhere"
+    elif breakage == "no action":
+        obj.animation_data.action = None
+    actions = {a.name for a in bpy.data.actions}
+    with pytest.raises(RigError, match=message):
+        foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], 30, [name]))
+    assert {a.name for a in bpy.data.actions} == actions
