@@ -70,13 +70,32 @@ class FBIK_Settings(bpy.types.PropertyGroup):
                                                  "space; their Euler limits are used as swing/twist limits)")
 
 
+def _is_mesh(_self, obj):
+    return obj.type == "MESH"
+
+
+class FBIK_Feet(bpy.types.PropertyGroup):
+    """Foot placement settings, kept on the armature."""
+
+    feet: StringProperty(name="Feet", description="The feet by hand, ANKLE:BALL,ANKLE:BALL (empty: found from bone "
+                                                  "names)")
+    terrain: PointerProperty(name="Terrain", type=bpy.types.Object, poll=_is_mesh,
+                             description="A mesh to stand on (modifiers evaluated)")
+    terrain_collection: PointerProperty(name="Terrain Collection", type=bpy.types.Collection,
+                                        description="Every mesh in this collection is terrain too")
+    max_error: FloatProperty(name="Max Error", default=0.01, min=0.0, soft_max=0.1, precision=4, subtype="DISTANCE",
+                             description="A contact further off the terrain than this makes the result a failure "
+                                         "(kept for inspection)")
+
+
 class FBIK_Props(bpy.types.PropertyGroup):
     goals: CollectionProperty(type=FBIK_Goal)
+    feet: PointerProperty(type=FBIK_Feet)
     active_goal: IntProperty(name="Active Goal", default=0)
     settings: PointerProperty(type=FBIK_Settings)
 
 
-CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Props)
+CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Feet, FBIK_Props)
 
 
 def register():

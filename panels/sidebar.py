@@ -123,6 +123,41 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
                 col.label(text=line)
 
 
+class FULLBODY_IK_PT_feet(bpy.types.Panel):
+    """Foot placement: the feet found, the terrain, the last result."""
+
+    bl_label = "Feet"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Full-Body IK"
+    bl_parent_id = "FULLBODY_IK_PT_sidebar"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
+        from ..rig import RigError
+        from ..rig.feet import find_feet
+        from ..rig.footplant import feet_report_summary
+
+        layout = self.layout
+        obj = context.active_object
+        props = obj.fullbody_ik.feet
+        col = layout.column(align=True)
+        try:
+            for foot in find_feet(obj, props.feet):
+                col.label(text=f"{foot.side.title()}: {foot.ankle}" + (f" / {foot.ball}" if foot.ball else ""),
+                          icon="BONE_DATA")
+        except RigError as e:
+            col.label(text=str(e)[:120], icon="ERROR")
+        layout.prop(props, "feet")
+        layout.prop(props, "terrain")
+        layout.prop(props, "terrain_collection")
+        layout.prop(props, "max_error")
+        layout.operator("fullbody_ik.foot_placement", icon="MOD_DYNAMICPAINT")
+        ad = obj.animation_data
+        for line in feet_report_summary(ad.action if ad is not None else None):
+            layout.label(text=line)
+
+
 def install_presets():
     """Copy the bundled presets into the user's preset folder once (Blender lists presets from there)."""
     target = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", PRESET_SUBDIR), create=True)
@@ -134,7 +169,7 @@ def install_presets():
 
 
 CLASSES = (FULLBODY_IK_UL_goals, FULLBODY_IK_MT_solver_presets, FULLBODY_IK_OT_solver_preset_add,
-           FULLBODY_IK_PT_sidebar)
+           FULLBODY_IK_PT_sidebar, FULLBODY_IK_PT_feet)
 
 
 def register():

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..solvers import Displacement, Position
 from .armature import RigError
-from .bake import BakeOptions, Baker, check_bake, keep_report
+from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report
 from .feet import find_feet, up_vector
 from .goals import cached_tree
 from .terrain import Terrain
@@ -143,6 +143,7 @@ class FootPlan:
     source_contacts: str = "detected"  # or "edited channels"
     off_terrain: list = field(default_factory=list)  # frames where a sole point has no terrain under it
     rotations: np.ndarray = None  # (F, feet, 3, 3) the source ankles' world rotations
+    warnings: list = field(default_factory=list)
 
 
 def _pelvis(obj, feet):
@@ -280,15 +281,23 @@ def plan(scene, obj, feet, terrain, frames, options):
                         if 0 <= t < F and not touching[t, jj]:
                             swing_edge = pts[edge, j, 2] + swing_offset[edge, j]
                             targets[t, j, 2] += w * (targets[edge, j, 2] - swing_edge)
+    # Where a sole point has no terrain under it (walked off the mesh), the frame is left as the source's.
+    off_frames = ~hits.all(axis=1)
+    targets[off_frames] = pts[off_frames]
     foot_offset = np.array([np.nanmean(swing_offset[:, [j for j, s in enumerate(sampler.specs) if s[0] == k]],
                                        axis=1) for k in range(len(feet))])
     lower = foot_offset.min(axis=0)
     lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     pelvis_target = pelvis.copy()
-    pelvis_target[:, 2] += lower
+    pelvis_target[:, 2] += np.where(off_frames, 0.0, lower)
+    warnings = []
+    travel = np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2]) if F > 1 else 0.0
+    if travel < 0.1 * leg:
+        warnings.append(f"the pelvis moves {travel:.3f} (world units) over the frames: an action without root motion "
+                        "(in place); the feet are planted where they are")
     off = [int(frames[i]) for i in range(F) if not hits[i].all()]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations), sampler, pelvis_name
+                    off, rotations, warnings), sampler, pelvis_name
 
 
 def _skate_shift(points, touching):
@@ -431,13 +440,14 @@ class FootReport:
     off_terrain: list
     seconds: float
     heights: dict = field(default_factory=dict)  # for the plot
+    warnings: list = field(default_factory=list)
 
     def to_dict(self):
         return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
                 "frames": [int(self.frames[0]), int(self.frames[-1])], "feet": self.feet,
                 "contacts_from": self.contacts_from, "before": self.before, "after": self.after, "ok": self.ok,
                 "verdict": self.verdict, "frames_off_terrain": self.off_terrain, "seconds": self.seconds,
-                "bake": self.bake}
+                "warnings": self.warnings, "bake": self.bake}
 
     def text(self):
         lines = [f"Full-Body IK foot placement of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]}, "
@@ -453,7 +463,8 @@ class FootReport:
                 lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
         if self.off_terrain:
             lines.append(f"  frames where a foot has no terrain under it (left as the source's): "
-                         f"{len(self.off_terrain)}")
+                         f"{len(self.off_terrain)} ({_ranges(self.off_terrain)})")
+        lines += [f"  note: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def plot(self, path):
@@ -543,7 +554,23 @@ def foot_placement(scene, obj, options, progress=None):
     report = FootReport(obj.name, action.name, source_action.name if source_action else "", frames,
                         [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
-                        time.perf_counter() - started, heights)
+                        time.perf_counter() - started, heights, plan_.warnings)
     keep_report(action, bake_report)
     action[FEET_REPORT_PROPERTY] = json.dumps(report.to_dict())
     return report
+
+
+def feet_report_summary(action):
+    """Short lines about the foot placement report kept on an action (for the panel), or []."""
+    text = action.get(FEET_REPORT_PROPERTY) if action is not None else None
+    if not text:
+        return []
+    try:
+        report = json.loads(text)
+        lines = [("OK: " if report["ok"] else "FAILED: ") + report["verdict"]]
+        for side, a in report["after"].items():
+            lines.append(f"{side.title()}: penetration {a['penetration_mm_max']:.1f} mm, float {a['float_mm_max']:.1f} mm,"
+                         f" sole {a['sole_normal_deg_max']:.1f} deg")
+        return lines
+    except (ValueError, KeyError, TypeError):
+        return ["The foot placement report on this action cannot be read"]

@@ -136,3 +136,35 @@ def test_bad_input_is_refused_and_nothing_changes(breakage, message):
     with pytest.raises(RigError, match=message):
         foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], 30, [name]))
     assert {a.name for a in bpy.data.actions} == actions
+
+
+def test_the_operator_places_the_feet_with_the_panels_settings():
+    obj, terrain = walk_on(scenes.slope(8.0, along=(0.0, -1.0)))
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.fullbody_ik.foot_placement.poll()
+    with pytest.raises(RuntimeError, match="pick a terrain object"):
+        bpy.ops.fullbody_ik.foot_placement(frame_start=FRAMES[0], frame_end=40)
+    obj.fullbody_ik.feet.terrain = terrain
+    assert bpy.ops.fullbody_ik.foot_placement(frame_start=FRAMES[0], frame_end=40) == {"FINISHED"}
+    from fullbody_ik.rig.footplant import feet_report_summary
+
+    lines = feet_report_summary(obj.animation_data.action)
+    assert lines[0].startswith("OK: contacts within 10 mm") and lines[1].startswith("Left: penetration")
+
+
+def test_feet_walking_off_the_terrain_are_left_as_the_source_and_reported():
+    obj, terrain = walk_on(lambda X, Y: 0.0 * X)
+    for v in terrain.data.vertices:  # only the half where the walk starts (y > 0.6) stays
+        v.co.z = 0.0
+    bpy.ops.object.select_all(action="DESELECT")
+    import bmesh
+
+    bm = bmesh.new()
+    bm.from_mesh(terrain.data)
+    bmesh.ops.delete(bm, geom=[f for f in bm.faces if f.calc_center_median().y < 0.6], context="FACES")
+    bm.to_mesh(terrain.data)
+    bm.free()
+    bpy.context.view_layer.update()
+    report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
+    assert report.off_terrain and report.off_terrain[-1] == FRAMES[1]
+    assert "no terrain under it (left as the source's)" in report.text()
