@@ -257,22 +257,37 @@ def plan(scene, obj, feet, terrain, frames, options):
     raw = _fill(raw)
     window = max(3, int(round(0.25 * fps)) | 1)
     swing_offset = np.maximum(_moving(_moving(raw, window, np.max), window, np.mean), raw)
+    feet_cols = [[j for j, sp in enumerate(sampler.specs) if sp[0] == k] for k in range(len(feet))]
+    for cols in feet_cols:  # a swinging foot is raised as a whole, by what its highest-needing point needs
+        swing_offset[:, cols] = swing_offset[:, cols].max(axis=1, keepdims=True)
     targets = pts.copy()
     targets[..., 2] += swing_offset
-    feet_cols = [[j for j, sp in enumerate(sampler.specs) if sp[0] == k] for k in range(len(feet))]
     for k, cols in enumerate(feet_cols):
         shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
         targets[:, cols, :2] += shift[:, None, :]
         touching = contacts[:, cols]
-        # Points in contact: on the terrain under where they are pinned, with the source's clearance.
-        idx = np.argwhere(touching)
-        if len(idx):
-            at = targets[idx[:, 0], np.array(cols)[idx[:, 1]]]
-            start = at[:, 2] + 0.5 * leg
-            h, _, ok = terrain.below(at, start)
-            z = np.where(ok, h, floor + raw[idx[:, 0], np.array(cols)[idx[:, 1]]])
-            targets[idx[:, 0], np.array(cols)[idx[:, 1]], 2] = z + np.maximum(clearance[idx[:, 0],
-                                                                                          np.array(cols)[idx[:, 1]]], 0)
+        # A foot that touches: the source foot (held against skate) turned as a whole from the source floor's
+        # normal to the terrain's under its contact points, about its middle, and raised until none of its contact
+        # points is closer to the terrain under it than the source's clearance. One rigid motion per frame: goals a
+        # foot can meet exactly (on a slope the heel-to-toe distance shortens: per-point heights alone would
+        # pull the foot apart), continuous as points touch and lift.
+        up = np.array([0.0, 0.0, 1.0])
+        for t in np.flatnonzero(touching.any(axis=1)):
+            c = touching[t]
+            foot_pts = targets[t, cols].copy()
+            foot_pts[:, 2] = pts[t, cols, 2]
+            h, n, ok = terrain.below(foot_pts[c], foot_pts[c, 2] + np.nanmax(raw[t, cols]) + 0.5 * leg)
+            if not ok.any():
+                continue
+            steep = n[:, 2] < np.cos(np.radians(45.0))  # a riser or a wall: not what the sole stands on
+            normals = n[ok & ~steep]
+            normal_t = normals.mean(axis=0) if len(normals) else up
+            R = _turn(up, normal_t / np.linalg.norm(normal_t))
+            middle = foot_pts.mean(axis=0)
+            turned = middle + (foot_pts - middle) @ R.T
+            need = h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]
+            turned[:, 2] += float(np.max(need))  # no contact point below the surface (bumps lift the sole)
+            targets[t, cols] = turned
         for jj, j in enumerate(cols):  # blend the swing height into and out of each contact
             for a, b in _runs(touching[:, jj]):
                 for d in range(1, options.blend_frames + 1):
@@ -298,6 +313,15 @@ def plan(scene, obj, feet, terrain, frames, options):
     off = [int(frames[i]) for i in range(F) if not hits[i].all()]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
                     off, rotations, warnings), sampler, pelvis_name
+
+
+def _turn(a, b):
+    """The smallest rotation taking unit vector a to unit vector b (Rodrigues)."""
+    v, c = np.cross(a, b), float(a @ b)
+    if np.linalg.norm(v) < 1e-12:
+        return np.eye(3)
+    K = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+    return np.eye(3) + K + K @ K / (1.0 + c)
 
 
 def _skate_shift(points, touching):
