@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.tracking
 	$(PY) -m fullbody_ik.benchmarks.bake
 	$(PY) -m fullbody_ik.benchmarks.solve_frames
+	$(PY) -m fullbody_ik.benchmarks.footplant --frames 200
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 

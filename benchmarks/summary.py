@@ -110,6 +110,13 @@ def section():
                      f"the same chains, evaluated by `frame_set`) (`{r['command']}`, {r['machine']['date']}; aim: no "
                      "slower than Blender).\n\n"
                      + table(rows, ["clip", "solver", "frames", "ms/frame", "mean mm", "p95 mm", "max mm"]))
+    r = load("footplant")
+    if r:
+        parts.append("**Foot placement on terrains** (`" + r["command"] + f"`, {r['machine']['date']}; worst foot, at "
+                     "contact frames; each cell: the source as it is / moved by its best single vertical offset / "
+                     "ours; aims: penetration <= 1 mm, float <= 5 mm, sole normal <= 3 deg, skate <= the source's, "
+                     "leg acceleration <= 1.5x the source's, swing clearance >= the source's, time per frame <= the "
+                     "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
     r = load("drag_step")
     if r:
         rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %",

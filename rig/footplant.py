@@ -296,6 +296,10 @@ def plan(scene, obj, feet, terrain, frames, options):
                         if 0 <= t < F and not touching[t, jj]:
                             swing_edge = pts[edge, j, 2] + swing_offset[edge, j]
                             targets[t, j, 2] += w * (targets[edge, j, 2] - swing_edge)
+    # Never below the terrain: a swinging point keeps at least the source's clearance over the terrain right
+    # under it (blending toward a contact on another step must not pull a toe through the step).
+    swinging = ~contacts
+    targets[..., 2] = np.where(swinging, np.maximum(targets[..., 2], pts[..., 2] + raw), targets[..., 2])
     # Where a sole point has no terrain under it (walked off the mesh), the frame is left as the source's.
     off_frames = ~hits.all(axis=1)
     targets[off_frames] = pts[off_frames]
