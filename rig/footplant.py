@@ -469,6 +469,7 @@ class FootReport:
     seconds: float
     heights: dict = field(default_factory=dict)  # for the plot
     warnings: list = field(default_factory=list)
+    snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
 
     def to_dict(self):
         return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
@@ -502,8 +503,9 @@ class FootReport:
         import matplotlib.pyplot as plt
 
         sides = list(self.heights)
-        fig, axes = plt.subplots(len(sides), 1, figsize=(9, 3 * len(sides)), sharex=True, squeeze=False)
-        for ax, side in zip(axes[:, 0], sides):
+        rows = len(sides) + (1 if self.snapshots else 0)
+        fig, axes = plt.subplots(rows, 1, figsize=(9, 3 * rows), squeeze=False)
+        for ax, side in zip(axes[:len(sides), 0], sides):
             d = self.heights[side]
             for a, b in _runs(np.asarray(d["contact"])):
                 ax.axvspan(self.frames[a], self.frames[b], color="0.85")
@@ -513,12 +515,42 @@ class FootReport:
             ax.set_ylabel(f"{side} height (m)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
+            ax.set_xlabel("frame")
         axes[0, 0].set_title(f"Foot placement of {self.armature}: heel height over the terrain, contacts shaded",
                              fontsize=10)
-        axes[-1, 0].set_xlabel("frame")
+        if self.snapshots:  # the character on the terrain, seen from the side, at a few contact frames
+            ax = axes[-1, 0]
+            s = self.snapshots
+            ax.plot(s["profile_u"], s["profile_z"], "k-", lw=1)
+            for frame, segments in zip(s["frames"], s["segments"]):
+                for (u0, z0), (u1, z1) in segments:
+                    ax.plot([u0, u1], [z0, z1], "-", lw=1.2, color="C0")
+                ax.annotate(str(frame), (segments[0][0][0], max(z for seg in segments for _, z in seg)), fontsize=7)
+            ax.set_aspect("equal")
+            ax.set_xlabel("along the path (world units)")
+            ax.set_ylabel("height")
+            ax.set_title("the result on the terrain at contact frames (side view)", fontsize=9)
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
+
+
+def _side_views(plan_, terrain, segments):
+    """Bones (world segments per frame) and the terrain profile along the walk, projected on the vertical
+    plane through the path: {frames, segments [(u, z) pairs], profile_u, profile_z}."""
+    if not segments:
+        return {}
+    pelvis = plan_.pelvis
+    start, end = pelvis[0, :2], pelvis[-1, :2]
+    d = end - start
+    d = d / np.linalg.norm(d) if np.linalg.norm(d) > 1e-6 else np.array([0.0, 1.0])
+    u = lambda p: float((p[:2] - start) @ d)  # noqa: E731
+    us = np.linspace(min(u(p) for p in pelvis) - 0.5, max(u(p) for p in pelvis) + 0.5, 200)
+    line = np.array([[*(start + t * d), 0.0] for t in us])
+    h, _, ok = terrain.below(line, np.full(len(line), float(np.nanmax(plan_.points[..., 2])) + 2.0))
+    return {"frames": sorted(segments), "profile_u": us[ok].tolist(), "profile_z": h[ok].tolist(),
+            "segments": [[((u(a), float(a[2])), (u(b), float(b[2]))) for a, b in segments[f]]
+                         for f in sorted(segments)]}
 
 
 def check_feet_input(obj, options):
@@ -559,9 +591,16 @@ def foot_placement(scene, obj, options, progress=None):
     write_contacts(obj, action, obj.animation_data.action_slot, sampler, frames, plan_.contacts)
     result = np.zeros_like(plan_.points)
     result_rot = np.zeros_like(plan_.rotations)
+    both = np.flatnonzero(plan_.contacts.any(axis=1))
+    shots = set(both[np.linspace(0, len(both) - 1, min(4, len(both))).astype(int)].tolist()) if len(both) else set()
+    segments = {}
     for i, f in enumerate(frames):
         scene.frame_set(f)
         result[i], result_rot[i] = sampler.sample(rotations=True)
+        if i in shots:
+            W = np.array(obj.matrix_world)
+            segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3], (W @ np.append(np.array(pb.tail), 1.0))[:3])
+                           for pb in obj.pose.bones if pb.bone.use_deform]
     scene.frame_set(before_frame[0], subframe=before_frame[1])
     before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler)
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
@@ -579,10 +618,11 @@ def foot_placement(scene, obj, options, progress=None):
         heights[foot.side] = {"terrain": np.where(np.isfinite(h_after[:, j]), h_after[:, j], np.nan).tolist(),
                               "source": plan_.points[:, j, 2].tolist(), "result": result[:, j, 2].tolist(),
                               "contact": plan_.contacts[:, j].tolist()}
+    snapshots = _side_views(plan_, terrain, segments)
     report = FootReport(obj.name, action.name, source_action.name if source_action else "", frames,
                         [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
-                        time.perf_counter() - started, heights, plan_.warnings)
+                        time.perf_counter() - started, heights, plan_.warnings, snapshots)
     keep_report(action, bake_report)
     action[FEET_REPORT_PROPERTY] = json.dumps(report.to_dict())
     return report
