@@ -227,9 +227,12 @@ def plan(scene, obj, feet, terrain, frames, options):
     clearance = pts[..., 2] - floor
     leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)  # hip height: the character's size
     speed = np.zeros((F, P))
+    in_place = F > 1 and np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2]) < 0.1 * leg
     if F > 1:
         v = np.gradient(pts, axis=0) * fps
-        speed = np.linalg.norm(v, axis=-1)
+        # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
+        # vertical speed tells it touches.
+        speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
     contacts = read_contacts(obj, sampler, frames)
     source = "edited channels"
     if contacts is None:
