@@ -269,6 +269,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
         targets[:, cols, :2] += shift[:, None, :]
         touching = contacts[:, cols]
+        _onto_one_level(targets, cols, touching, terrain, leg, options.blend_frames)
         # A foot that touches: the source foot (held against skate) turned as a whole from the source floor's
         # normal to the terrain's under its contact points, about its middle, and raised until none of its contact
         # points is closer to the terrain under it than the source's clearance. One rigid motion per frame: goals a
@@ -320,6 +321,44 @@ def plan(scene, obj, feet, terrain, frames, options):
     off = [int(frames[i]) for i in range(F) if not hits[i].all()]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
                     off, rotations, warnings), sampler, pelvis_name
+
+
+def _onto_one_level(targets, cols, touching, terrain, leg, blend):
+    """A foot that would land across a step edge (its points over surfaces more than 2 cm apart) is slid along
+    its length, by the least distance, onto one level for its whole contact (blended in and out): a rigid foot
+    across an edge would rest on the edge with its heel or toe in the air."""
+    F = len(targets)
+    for a, b in _runs(touching.any(axis=1)):
+        P0 = targets[a, cols]
+        start = P0[:, 2] + 0.5 * leg + 1.0
+        h, _, ok = terrain.below(P0, start)
+        if not ok.all() or np.ptp(h) < 0.02:
+            continue
+        forward = P0[-1, :2] - P0[0, :2]  # heel to toe
+        length = np.linalg.norm(forward)
+        if length < 1e-6:
+            continue
+        forward /= length
+        steps = np.concatenate([[0.0], np.ravel(np.column_stack([np.arange(1, 121), -np.arange(1, 121)])) * 0.01])
+        steps = steps[np.abs(steps) <= 1.2 * length]
+        best = None
+        for d in steps:
+            Q = P0.copy()
+            Q[:, :2] += d * forward
+            hq, _, okq = terrain.below(Q, start)
+            if okq.all() and np.ptp(hq) < 0.01:
+                best = d
+                break
+        if not best:
+            continue
+        move = np.zeros(3)
+        move[:2] = best * forward
+        targets[a:b + 1, cols] += move
+        for k in range(1, blend + 1):  # fade the slide in before the contact and out after it
+            w = 1.0 - k / (blend + 1)
+            for t in (a - k, b + k):
+                if 0 <= t < F and not touching[t].any():
+                    targets[t, cols] += w * move
 
 
 def _turn(a, b):
