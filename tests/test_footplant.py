@@ -170,3 +170,25 @@ def test_feet_walking_off_the_terrain_are_left_as_the_source_and_reported():
     report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
     assert report.off_terrain and report.off_terrain[-1] == FRAMES[1]
     assert "no terrain under it (left as the source's)" in report.text()
+
+
+def test_stairs_feet_land_on_one_tread_and_toes_stay_above_the_steps():
+    """15 cm steps under the walk: a foot landing across an edge is slid onto one tread (it would rest on the
+    edge with its heel in the air), swinging feet clear the steps."""
+    steps = scenes.stairs(0.15, 0.6, along=(0.0, -1.0), start=-1.5)  # the walk goes from y 1.7 to 0.6
+    obj, terrain = walk_on(steps)
+    report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
+    for side in ("left", "right"):
+        b, a = report.before[side], report.after[side]
+        assert b["penetration_mm_max"] > 100  # the source walks through the steps
+        assert a["penetration_mm_max"] < 1 and a["float_mm_max"] < 20, a
+    # Swinging: every sole point at least as high over the step under it as the source over its floor, 1 cm slack.
+    from fullbody_ik.rig.footplant import SoleSampler
+
+    sampler = SoleSampler(obj, find_feet(obj))
+    lowest = []
+    for f in range(FRAMES[0], FRAMES[1] + 1, 2):
+        bpy.context.scene.frame_set(f)
+        pts = sampler.sample()
+        lowest.append(np.min(pts[:, 2] - steps(pts[:, 0], pts[:, 1])))
+    assert min(lowest) > -0.01
