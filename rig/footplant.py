@@ -280,13 +280,14 @@ def plan(scene, obj, feet, terrain, frames, options):
             c = touching[t]
             foot_pts = targets[t, cols].copy()
             foot_pts[:, 2] = pts[t, cols, 2]
-            h, n, ok = terrain.below(foot_pts[c], foot_pts[c, 2] + np.nanmax(raw[t, cols]) + 0.5 * leg)
+            h_all, _, ok_all = terrain.below(foot_pts, foot_pts[:, 2] + np.nanmax(raw[t, cols]) + 0.5 * leg)
+            h, ok = h_all[c], ok_all[c]
             if not ok.any():
                 continue
-            steep = n[:, 2] < np.cos(np.radians(45.0))  # a riser or a wall: not what the sole stands on
-            normals = n[ok & ~steep]
-            normal_t = normals.mean(axis=0) if len(normals) else up
-            R = _turn(up, normal_t / np.linalg.norm(normal_t))
+            normal_t = plane_normal(foot_pts[:, :2], h_all, ok_all)
+            if normal_t[2] < np.cos(np.radians(45.0)):  # steeper than a foot stands on: an edge, a wall
+                normal_t = up
+            R = _turn(up, normal_t)
             middle = foot_pts.mean(axis=0)
             turned = middle + (foot_pts - middle) @ R.T
             need = h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]
@@ -359,6 +360,18 @@ def _onto_one_level(targets, cols, touching, terrain, leg, blend):
             for t in (a - k, b + k):
                 if 0 <= t < F and not touching[t].any():
                     targets[t, cols] += w * move
+
+
+def plane_normal(xy, h, ok=None):
+    """The up normal of the least-squares plane z = a x + b y + c through terrain heights ``h`` at ``xy`` (the
+    surface a sole can lie on, whatever the faces under it); straight up with fewer than 3 points."""
+    ok = np.isfinite(h) if ok is None else ok & np.isfinite(h)
+    if ok.sum() < 3:
+        return np.array([0.0, 0.0, 1.0])
+    A = np.column_stack([xy[ok], np.ones(int(ok.sum()))])
+    (a, b, _), *_ = np.linalg.lstsq(A, h[ok], rcond=None)
+    n = np.array([-a, -b, 1.0])
+    return n / np.linalg.norm(n)
 
 
 def _turn(a, b):
@@ -477,10 +490,10 @@ def foot_metrics(plan_, points, rotations, terrain, sampler):
         heel, bi, bo = (cols[names[cols[0]:cols[-1] + 1].index(n)] for n in ("heel", "ball_in", "ball_out"))
         flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
         sole = (rotations[:, k] @ np.swapaxes(plan_.rotations[:, k], -1, -2))[:, :, 2]  # R_result R_source^T z
-        tn = nrm[:, bi]
+        tn = np.array([plane_normal(points[i, cols, :2], h[i, cols]) for i in range(F)])  # the plane under the sole
         del bo
         ang = np.degrees(np.arccos(np.clip(np.sum(sole * tn, axis=1), -1, 1)))
-        ang = np.where(flat & (np.linalg.norm(tn, axis=1) > 0), ang, np.nan)
+        ang = np.where(flat & np.isfinite(h[:, cols]).all(axis=1), ang, np.nan)
         nanmax = lambda a: float(np.nanmax(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
         nanmean = lambda a: float(np.nanmean(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
         out[foot.side] = {
