@@ -406,7 +406,6 @@ def _skate_shift(points, touching):
         if b + 1 < F:
             n = b - a + 2
             shift[a:b + 1] = shift[a - 1 if a else a] * (1.0 - np.arange(1, n) / n)[:, None]
-            shift[b + 1:] -= 0.0
     # A new contact starts from zero shift: restart the integration after each swing.
     out = np.zeros_like(shift)
     for t in range(1, F):
