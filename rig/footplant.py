@@ -276,6 +276,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         # foot can meet exactly (on a slope the heel-to-toe distance shortens: per-point heights alone would
         # pull the foot apart), continuous as points touch and lift.
         up = np.array([0.0, 0.0, 1.0])
+        turns = {}
         for t in np.flatnonzero(touching.any(axis=1)):
             c = touching[t]
             foot_pts = targets[t, cols].copy()
@@ -293,14 +294,21 @@ def plan(scene, obj, feet, terrain, frames, options):
             need = h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]
             turned[:, 2] += float(np.max(need))  # no contact point below the surface (bumps lift the sole)
             targets[t, cols] = turned
-        for jj, j in enumerate(cols):  # blend the swing height into and out of each contact
-            for a, b in _runs(touching[:, jj]):
-                for d in range(1, options.blend_frames + 1):
-                    w = 1.0 - d / (options.blend_frames + 1)
-                    for t, edge in ((a - d, a), (b + d, b)):
-                        if 0 <= t < F and not touching[t, jj]:
-                            swing_edge = pts[edge, j, 2] + swing_offset[edge, j]
-                            targets[t, j, 2] += w * (targets[edge, j, 2] - swing_edge)
+            turns[t] = R
+        # Blend the swing into and out of each contact: the same rigid motion, a fraction of the contact's turn
+        # and of its height change, fading over the blend frames.
+        for a, b in _runs(touching.any(axis=1)):
+            for d in range(1, options.blend_frames + 1):
+                w = 1.0 - d / (options.blend_frames + 1)
+                for t, edge in ((a - d, a), (b + d, b)):
+                    if not (0 <= t < F) or touching[t].any() or edge not in turns:
+                        continue
+                    P = targets[t, cols]
+                    middle = P.mean(axis=0)
+                    moved = middle + (P - middle) @ _fraction(turns[edge], w).T
+                    swing_edge = pts[edge, cols, 2] + swing_offset[edge, cols]
+                    moved[:, 2] += w * float(np.mean(targets[edge, cols, 2] - swing_edge))
+                    targets[t, cols] = moved
     # Never below the terrain: a swinging point keeps at least the source's clearance over the terrain right
     # under it (blending toward a contact on another step must not pull a toe through the step).
     swinging = ~contacts
@@ -372,6 +380,13 @@ def plane_normal(xy, h, ok=None):
     (a, b, _), *_ = np.linalg.lstsq(A, h[ok], rcond=None)
     n = np.array([-a, -b, 1.0])
     return n / np.linalg.norm(n)
+
+
+def _fraction(R, w):
+    """The rotation by fraction w of R's angle, about its axis."""
+    from ..solvers.rotations import exp_so3, log_so3
+
+    return exp_so3(w * log_so3(R))
 
 
 def _turn(a, b):
