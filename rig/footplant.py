@@ -461,6 +461,9 @@ class FootGoals:
         self.units = ["m"] * P
         self.goal_index = list(range(P))
         self.index = {f: i for i, f in enumerate(plan_.frames)}
+        from .goals import world_scale
+
+        self.unit = world_scale(obj)  # world length of one tree unit
 
     def objectives(self, frame, q_anim, seed):
         i = self.index[frame]
@@ -468,8 +471,10 @@ class FootGoals:
         local = lambda p: (to_arm @ np.append(p, 1.0))[:3]  # noqa: E731
         out = []
         for j, (_, _, bone, offset) in enumerate(self.sampler.specs):
-            weight = 1.0 if self.plan.contacts[i, j] else 0.3
-            out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=weight))
+            # Contacts to half a millimetre, swings to two (tree units): met sooner, well inside the aims.
+            touching = self.plan.contacts[i, j]
+            out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=1.0 if touching else 0.3,
+                                tolerance=(5e-4 if touching else 2e-3) / self.unit))
         out.append(Position(self.pelvis, local(self.plan.pelvis[i]), weight=0.01, tolerance=np.inf))
         out.append(Displacement(q_anim, weight=self.options.body_weight))
         return out
