@@ -149,8 +149,9 @@ def find_feet(obj, spec=None):
         for k, part in enumerate(p.strip() for p in spec.split(",") if p.strip()):
             ankle, _, ball = part.partition(":")
             feet.append(_foot(obj, _side(ankle) or ("left", "right")[k % 2], ankle.strip(), ball.strip() or None))
-        if not feet:
-            raise RigError(f"--feet {spec!r}: expected ANKLE:BALL pairs separated by commas")
+        if len(feet) != 2 or {f.side for f in feet} != {"left", "right"} or feet[0].ankle == feet[1].ankle:
+            raise RigError(f"--feet {spec!r}: give the two feet, a left and a right one, as ANKLE:BALL,ANKLE:BALL "
+                           "(sides are read from the names, else the first is the left)")
         return feet
     found = {}
     for bone in obj.data.bones:

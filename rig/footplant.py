@@ -258,6 +258,15 @@ def plan(scene, obj, feet, terrain, frames, options):
         offset = np.where(ok, h - floor, offset)
     raw = np.where(hits, height - floor, np.nan)
     raw = _fill(raw)
+    # A source that already stands on this terrain (a second run, a clip made on it) touches the terrain, not a
+    # flat floor: then the terrain is its floor, clearances are over it and there is no offset to add.
+    over = pts[..., 2] - height
+    if contacts.any():
+        on_terrain = np.nanmedian(np.abs(np.where(contacts, over, np.nan)))
+        on_floor = np.nanmedian(np.abs(np.where(contacts, clearance, np.nan)))
+        if np.isfinite(on_terrain) and on_terrain < 0.5 * on_floor:
+            clearance = np.where(np.isfinite(over), over, clearance)
+            raw = np.zeros_like(raw)
     window = max(3, int(round(0.25 * fps)) | 1)
     swing_offset = np.maximum(_moving(_moving(raw, window, np.max), window, np.mean), raw)
     feet_cols = [[j for j, sp in enumerate(sampler.specs) if sp[0] == k] for k in range(len(feet))]
@@ -657,6 +666,11 @@ def foot_placement(scene, obj, options, progress=None):
     frames = list(range(options.frame_start, options.frame_end + 1, options.step))
     before_frame = (scene.frame_current, scene.frame_subframe)
     source_action = obj.animation_data.action
+    a0, a1 = source_action.frame_range
+    if options.frame_end < a0 or options.frame_start > a1:
+        raise RigError(f"frames {options.frame_start}-{options.frame_end} are outside the action "
+                       f"{source_action.name!r} ({a0:g}-{a1:g})")
+    outside = [f for f in frames if f < a0 or f > a1]
     plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options)
     goals = FootGoals(obj, feet, sampler, plan_, pelvis, options)
     baker = Baker(scene, obj, bake_options, goals=goals)
@@ -697,6 +711,9 @@ def foot_placement(scene, obj, options, progress=None):
                         [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
                         time.perf_counter() - started, heights, plan_.warnings, snapshots)
+    if outside:
+        report.warnings.append(f"{len(outside)} frames lie outside the action's range {a0:g}-{a1:g} "
+                               f"({_ranges(outside)}): the pose there is the action's held end")
     keep_report(action, bake_report)
     action[FEET_REPORT_PROPERTY] = json.dumps(report.to_dict())
     return report
