@@ -4,12 +4,12 @@
 From the source motion: the sole points of each foot (heel, ball and its two sides, toe tip), their contacts
 with the source floor (height and speed, with hysteresis and a minimum duration; or the contact channels a
 user edited), and the terrain under them (rays cast down, several terrain objects). Per frame, position goals:
-a point in contact is planted for its whole contact where it first touched, on the terrain (with the source's
-clearance), so the sole lies on the surface and does not skate; a point in swing keeps the source's height
-above the terrain under it (the terrain offset smoothed ahead in time, never below the terrain: no toe
-through a step), blended into and out of its contacts; the pelvis rises or lowers by what the lower foot
-needs, smoothed; a displacement goal keeps the body on the source motion. Solved frame by frame by the
-tracker and keyed by the Baker (a new action; the source untouched), then judged on the pose Blender shows.
+a foot that touches is the source foot moved as one rigid body, held against skate, turned to the terrain under
+its sole and set on it with the source's clearance (slid onto one tread when it would land across a step
+edge); a swinging foot is raised as a whole over the terrain under it (smoothed ahead in time, never below the
+terrain: no toe through a step), blended into and out of its contacts; the pelvis rises or lowers by what the
+lower foot needs, smoothed; a displacement goal keeps the body on the source motion. Solved frame by frame by
+the tracker and keyed by the Baker (a new action; the source untouched), then judged on the pose Blender shows.
 """
 
 import json
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..solvers import Displacement, Position
-from .armature import RigError
+from ..solvers.rotations import exp_so3, log_so3, skew
+from .armature import RigError, _matrices
 from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report
 from .feet import find_feet, up_vector
 from .goals import cached_tree
@@ -46,7 +47,8 @@ class FootOptions:
 
 
 def _channel(foot, point):
-    return f"{CONTACT_PREFIX}_{foot.side}_{point}"
+    """The custom property keyed with a sole point's contacts (the ball's sides share the ball's)."""
+    return f"{CONTACT_PREFIX}_{foot.side}_{'ball' if point.startswith('ball') else point}"
 
 
 def _runs(mask):
@@ -112,19 +114,19 @@ class SoleSampler:
                 rest = base.rest + (side if name == "ball_in" else -side) * (1 if foot.side == "left" else -1)
                 M = np.array(obj.data.bones[base.bone].matrix_local)
                 self.specs.append((k, name, base.bone, (np.linalg.inv(M) @ np.append(rest, 1.0))[:3]))
-        self.rows = [obj.pose.bones.find(bone) for _, _, bone, _ in self.specs]
+        self.rows = np.array([obj.pose.bones.find(bone) for _, _, bone, _ in self.specs])
+        self.offsets = np.array([np.append(off, 1.0) for _, _, _, off in self.specs])  # (P, 4)
+        self.ankles = np.array([obj.pose.bones.find(f.ankle) for f in feet])
+        self.cols = [[j for j, sp in enumerate(self.specs) if sp[0] == k] for k in range(len(feet))]  # per foot
 
     def sample(self, rotations=False):
         """(P, 3) world sole points; with ``rotations``, also (feet, 3, 3) the ankles' world rotations."""
-        from .armature import _matrices
-
         M = _matrices(self.obj.pose.bones, "matrix", len(self.obj.pose.bones))
         W = np.array(self.obj.matrix_world)
-        pts = np.array([(M[r] @ np.append(off, 1.0)) for r, (_, _, _, off) in zip(self.rows, self.specs)])
-        pts = (W @ pts.T).T[:, :3]
+        pts = np.einsum("ij,pjk,pk->pi", W, M[self.rows], self.offsets)[:, :3]
         if not rotations:
             return pts
-        R = np.array([(W @ M[self.obj.pose.bones.find(f.ankle)])[:3, :3] for f in self.feet])
+        R = (W[:3, :3] @ M[self.ankles, :3, :3])
         return pts, R / np.linalg.norm(R, axis=1, keepdims=True)
 
 
@@ -174,8 +176,7 @@ def read_contacts(obj, sampler, frames):
     out = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
     found = False
     for j, (k, name, _, _) in enumerate(sampler.specs):
-        base = "ball" if name.startswith("ball") else name
-        fc = bag.fcurves.find(f'["{_channel(sampler.feet[k], base)}"]')
+        fc = bag.fcurves.find(f'["{_channel(sampler.feet[k], name)}"]')
         if fc is None:
             continue
         found = True
@@ -191,8 +192,7 @@ def write_contacts(obj, action, slot, sampler, frames, contacts):
     bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
     done = set()
     for j, (k, name, _, _) in enumerate(sampler.specs):
-        base = "ball" if name.startswith("ball") else name
-        prop = _channel(sampler.feet[k], base)
+        prop = _channel(sampler.feet[k], name)
         if prop in done:
             continue
         done.add(prop)
@@ -227,7 +227,8 @@ def plan(scene, obj, feet, terrain, frames, options):
     clearance = pts[..., 2] - floor
     leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)  # hip height: the character's size
     speed = np.zeros((F, P))
-    in_place = F > 1 and np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2]) < 0.1 * leg
+    travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
+    in_place = travel < 0.1 * leg
     if F > 1:
         v = np.gradient(pts, axis=0) * fps
         # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
@@ -241,10 +242,12 @@ def plan(scene, obj, feet, terrain, frames, options):
         own = pts[..., 2] - np.percentile(pts[..., 2], 2, axis=0)
         contacts = detect_contacts(own, speed, 0.03 * leg, 0.15 * leg, max(2, int(round(0.08 * fps))))
         source = "detected"
-        for j, (k, name, _, _) in enumerate(sampler.specs):  # the sides of the ball touch when the ball does
-            if name in ("ball_in", "ball_out"):
-                ball = next(i for i, (kk, nn, _, _) in enumerate(sampler.specs) if kk == k and nn == "ball")
-                contacts[:, j] = contacts[:, ball]
+        for cols in sampler.cols:  # the sides of the ball touch when the ball does
+            names = [sampler.specs[j][1] for j in cols]
+            ball = cols[names.index("ball")]
+            for j in cols:
+                if sampler.specs[j][1] in ("ball_in", "ball_out"):
+                    contacts[:, j] = contacts[:, ball]
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
     height = np.full((F, P), np.nan)
@@ -269,7 +272,7 @@ def plan(scene, obj, feet, terrain, frames, options):
             raw = np.zeros_like(raw)
     window = max(3, int(round(0.25 * fps)) | 1)
     swing_offset = np.maximum(_moving(_moving(raw, window, np.max), window, np.mean), raw)
-    feet_cols = [[j for j, sp in enumerate(sampler.specs) if sp[0] == k] for k in range(len(feet))]
+    feet_cols = sampler.cols
     for cols in feet_cols:  # a swinging foot is raised as a whole, by what its highest-needing point needs
         swing_offset[:, cols] = swing_offset[:, cols].max(axis=1, keepdims=True)
     targets = pts.copy()
@@ -325,18 +328,15 @@ def plan(scene, obj, feet, terrain, frames, options):
     # Where a sole point has no terrain under it (walked off the mesh), the frame is left as the source's.
     off_frames = ~hits.all(axis=1)
     targets[off_frames] = pts[off_frames]
-    foot_offset = np.array([np.nanmean(swing_offset[:, [j for j, s in enumerate(sampler.specs) if s[0] == k]],
-                                       axis=1) for k in range(len(feet))])
-    lower = foot_offset.min(axis=0)
+    lower = np.min([swing_offset[:, cols[0]] for cols in feet_cols], axis=0)  # one offset per foot (raised whole)
     lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     pelvis_target = pelvis.copy()
     pelvis_target[:, 2] += np.where(off_frames, 0.0, lower)
     warnings = []
-    travel = np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2]) if F > 1 else 0.0
-    if travel < 0.1 * leg:
+    if in_place:
         warnings.append(f"the pelvis moves {travel:.3f} (world units) over the frames: an action without root motion "
                         "(in place); the feet are planted where they are")
-    off = [int(frames[i]) for i in range(F) if not hits[i].all()]
+    off = [int(f) for f, o in zip(frames, off_frames) if o]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
                     off, rotations, warnings), sampler, pelvis_name
 
@@ -393,8 +393,6 @@ def plane_normal(xy, h, ok=None):
 
 def _fraction(R, w):
     """The rotation by fraction w of R's angle, about its axis."""
-    from ..solvers.rotations import exp_so3, log_so3
-
     return exp_so3(w * log_so3(R))
 
 
@@ -403,7 +401,7 @@ def _turn(a, b):
     v, c = np.cross(a, b), float(a @ b)
     if np.linalg.norm(v) < 1e-12:
         return np.eye(3)
-    K = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+    K = skew(v)
     return np.eye(3) + K + K @ K / (1.0 + c)
 
 
@@ -489,37 +487,38 @@ class FootGoals:
         return out
 
 
-def foot_metrics(plan_, points, rotations, terrain, sampler):
+def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
     """Per foot: penetration and float at contacts (mm), sole-normal error (deg), skate (mm/frame), frames
     off the terrain, for sole points ``points`` (F, P, 3) and ankle rotations (F, feet, 3, 3), world (the
     source's, or the result's). The sole normal is the source's floor normal turned as the foot turned from
-    the source (whatever the rig's rest pose calls flat), against the terrain's normal, on flat-foot frames."""
+    the source (whatever the rig's rest pose calls flat), against the terrain's normal, on flat-foot frames.
+    ``heights`` (F, P): the terrain under the points when already cast (the source's: plan_.terrain)."""
     F, P, _ = points.shape
-    start = points[..., 2] + 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)
-    h = np.full((F, P), np.nan)
-    nrm = np.zeros((F, P, 3))
-    for i in range(F):
-        h[i], nrm[i], _ = terrain.below(points[i], start[i] + np.maximum(plan_.terrain[i] - plan_.floor, 0.0))
+    h = heights
+    if h is None:
+        start = points[..., 2] + 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)
+        h = np.full((F, P), np.nan)
+        for i in range(F):
+            h[i] = terrain.below(points[i], start[i] + np.maximum(plan_.terrain[i] - plan_.floor, 0.0))[0]
     out = {}
     names = [n for _, n, _, _ in sampler.specs]
     for k, foot in enumerate(sampler.feet):
-        cols = [j for j, s in enumerate(sampler.specs) if s[0] == k]
+        cols = sampler.cols[k]
         c = plan_.contacts[:, cols]
         gap = points[:, cols, 2] - h[:, cols]
         gap_rel = points[:, cols, 2] - (h[:, cols] + np.maximum(plan_.clearance[:, cols], 0.0))
         pen = np.where(c, np.maximum(-gap, 0.0), np.nan)
         flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)
         sk = []
-        for jj, j in enumerate(cols):
+        for j in cols:
             for a, b in _runs(plan_.contacts[:, j]):
                 if b > a:
                     sk.append(np.linalg.norm(np.diff(points[a:b + 1, j, :2], axis=0), axis=1))
         skate = np.concatenate(sk) if sk else np.zeros(0)
-        heel, bi, bo = (cols[names[cols[0]:cols[-1] + 1].index(n)] for n in ("heel", "ball_in", "ball_out"))
+        heel, bi = (cols[[names[j] for j in cols].index(n)] for n in ("heel", "ball_in"))
         flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
         sole = (rotations[:, k] @ np.swapaxes(plan_.rotations[:, k], -1, -2))[:, :, 2]  # R_result R_source^T z
         tn = np.array([plane_normal(points[i, cols, :2], h[i, cols]) for i in range(F)])  # the plane under the sole
-        del bo
         ang = np.degrees(np.arccos(np.clip(np.sum(sole * tn, axis=1), -1, 1)))
         ang = np.where(flat & np.isfinite(h[:, cols]).all(axis=1), ang, np.nan)
         nanmax = lambda a: float(np.nanmax(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
@@ -690,7 +689,7 @@ def foot_placement(scene, obj, options, progress=None):
             segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3], (W @ np.append(np.array(pb.tail), 1.0))[:3])
                            for pb in obj.pose.bones if pb.bone.use_deform]
     scene.frame_set(before_frame[0], subframe=before_frame[1])
-    before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler)
+    before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler, heights=plan_.terrain)
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
     worst = max(max(a["penetration_mm_max"], a["float_mm_max"]) for a in after.values()) / 1e3
     missed = not bake_report.ok
