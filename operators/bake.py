@@ -12,7 +12,7 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
 from ..rig.bake import REPORT_TEXT, BakeOptions, Baker
-from .common import armature_problem
+from .common import armature_problem, progress_bar
 
 
 class FULLBODY_IK_OT_bake(bpy.types.Operator):
@@ -77,15 +77,12 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
         baker = self._start(context)
         if baker is None:
             return {"CANCELLED"}
-        wm = context.window_manager
-        wm.progress_begin(0, 100)
         try:
-            report = baker.run(progress=lambda p: wm.progress_update(int(100 * p)))
+            with progress_bar(context) as progress:
+                report = baker.run(progress=progress)
         except RigError as e:
             self.report({"ERROR"}, f"nothing was baked: {e}")
             return {"CANCELLED"}
-        finally:
-            wm.progress_end()
         self._done(report)
         return {"FINISHED"}
 

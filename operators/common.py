@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Checks every operator makes before touching an armature, with messages a user can act on."""
 
+import contextlib
+
 from ..rig.armature import rotation_path
 
 
@@ -30,3 +32,14 @@ def insert_keys(context, obj, bone_names):
         pb.keyframe_insert(rotation_path(pb), frame=frame, group=name)
         if free_root and pb.parent is None:
             pb.keyframe_insert("location", frame=frame, group=name)
+
+
+@contextlib.contextmanager
+def progress_bar(context):
+    """The window manager's progress bar for a job run to the end at once; yields ``update(fraction)``."""
+    wm = context.window_manager
+    wm.progress_begin(0, 100)
+    try:
+        yield lambda p: wm.progress_update(int(100 * p))
+    finally:
+        wm.progress_end()

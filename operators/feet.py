@@ -8,7 +8,7 @@ from bpy.props import IntProperty
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
 from ..rig.footplant import FootOptions, foot_placement
-from .common import armature_problem
+from .common import armature_problem, progress_bar
 
 
 def terrain_names(props):
@@ -46,16 +46,13 @@ class FULLBODY_IK_OT_foot_placement(bpy.types.Operator):
             return {"CANCELLED"}
         start = self.frame_start if self.properties.is_property_set("frame_start") else scene.frame_start
         end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
-        wm = context.window_manager
-        wm.progress_begin(0, 100)
         try:
-            report = foot_placement(scene, obj, FootOptions(start, end, names, props.feet, max_error=props.max_error),
-                                    progress=lambda p: wm.progress_update(int(100 * p)))
+            with progress_bar(context) as progress:
+                report = foot_placement(scene, obj, FootOptions(start, end, names, props.feet,
+                                                                max_error=props.max_error), progress=progress)
         except RigError as e:
             self.report({"ERROR"}, f"nothing was changed: {e}")
             return {"CANCELLED"}
-        finally:
-            wm.progress_end()
         if not report.ok:
             self.report({"ERROR"}, f"Foot placement failed: {report.verdict}; the result is kept in action "
                                    f"{report.action!r} for inspection")

@@ -233,9 +233,8 @@ def read_pose(obj, tree, mapping):
     R = np.broadcast_to(np.eye(3), (1, len(tree.link_names), 3, 3)).copy()
     R[0, mapping.links] = M[:, :3, :3] / scale  # without pose scale
     q = tree.values_from_rotations(R, q)[0]  # every bone at once, read as Blender's IK reads them
-    for k, name in enumerate(mapping.bones):
-        if name in mapping.free_root:
-            q[mapping.variables[name][:3]] = M[k, :3, 3]
+    for name in mapping.free_root:  # a free root's location is a variable, not an input
+        q[mapping.variables[name][:3]] = M[mapping.bones.index(name), :3, 3]
     return tree.project(q)
 
 

@@ -521,23 +521,32 @@ def keep_report(action, report):
     text.write(report.text() + "\n")
 
 
-def report_summary(action):
-    """Short lines about the bake report kept on an action (for the sidebar), or [] when it has none."""
-    text = action.get(REPORT_PROPERTY) if action is not None else None
+def summary_lines(action, prop, what, describe):
+    """Short lines (``describe(report dict)``) about a JSON report kept on an action under ``prop``, for the
+    sidebar; [] when it has none, one line saying so when it cannot be read."""
+    text = action.get(prop) if action is not None else None
     if not text:
         return []
     try:
-        report = json.loads(text)
-        s = report["summary"]
-        lines = [f"Baked {s['frames']} frames, {s['solved_frames']} with every goal met"]
-        if "verdict" in report:
-            lines.append(("OK: " if report["verdict"]["ok"] else "FAILED: ") + report["verdict"]["text"])
-        if s.get("max_error_mm") is not None:
-            lines.append(f"Position error: mean {s['mean_error_mm']:.2f} mm, max {s['max_error_mm']:.2f} mm")
-        lines.append(f"Limit violations: {s['violations']}, {s['ms_per_frame']:.1f} ms per frame")
-        return lines
+        return describe(json.loads(text))
     except (ValueError, KeyError, TypeError):
-        return ["The bake report on this action cannot be read"]
+        return [f"The {what} report on this action cannot be read"]
+
+
+def report_summary(action):
+    """Short lines about the bake report kept on an action (for the sidebar), or [] when it has none."""
+    return summary_lines(action, REPORT_PROPERTY, "bake", _describe_bake)
+
+
+def _describe_bake(report):
+    s = report["summary"]
+    lines = [f"Baked {s['frames']} frames, {s['solved_frames']} with every goal met"]
+    if "verdict" in report:
+        lines.append(("OK: " if report["verdict"]["ok"] else "FAILED: ") + report["verdict"]["text"])
+    if s.get("max_error_mm") is not None:
+        lines.append(f"Position error: mean {s['mean_error_mm']:.2f} mm, max {s['max_error_mm']:.2f} mm")
+    lines.append(f"Limit violations: {s['violations']}, {s['ms_per_frame']:.1f} ms per frame")
+    return lines
 
 
 def bake(scene, obj, options, progress=None, should_cancel=None):

@@ -21,7 +21,7 @@ import numpy as np
 from ..solvers import Displacement, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError, _matrices
-from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report
+from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, summary_lines
 from .feet import find_feet, up_vector
 from .goals import cached_tree
 from .terrain import Terrain
@@ -720,15 +720,12 @@ def foot_placement(scene, obj, options, progress=None):
 
 def feet_report_summary(action):
     """Short lines about the foot placement report kept on an action (for the panel), or []."""
-    text = action.get(FEET_REPORT_PROPERTY) if action is not None else None
-    if not text:
-        return []
-    try:
-        report = json.loads(text)
-        lines = [("OK: " if report["ok"] else "FAILED: ") + report["verdict"]]
-        for side, a in report["after"].items():
-            lines.append(f"{side.title()}: penetration {a['penetration_mm_max']:.1f} mm, float {a['float_mm_max']:.1f} mm,"
-                         f" sole {a['sole_normal_deg_max']:.1f} deg")
-        return lines
-    except (ValueError, KeyError, TypeError):
-        return ["The foot placement report on this action cannot be read"]
+    return summary_lines(action, FEET_REPORT_PROPERTY, "foot placement", _describe_feet)
+
+
+def _describe_feet(report):
+    lines = [("OK: " if report["ok"] else "FAILED: ") + report["verdict"]]
+    for side, a in report["after"].items():
+        lines.append(f"{side.title()}: penetration {a['penetration_mm_max']:.1f} mm, float {a['float_mm_max']:.1f} mm,"
+                     f" sole {a['sole_normal_deg_max']:.1f} deg")
+    return lines
