@@ -59,9 +59,11 @@ def shown_errors(obj, frames, sample):
                                        ("metarig", None), ("metarig", "object"), ("metarig", "parent")])
 def test_bake_follows_root_motion_and_leaves_the_action_untouched(rig, move):
     if rig == "metarig":
-        obj, frames = scenes.metarig_scene(bpy, move=move)
+        # A generous budget per frame: the tracker stops as soon as the goals are met, and a loaded CI machine
+        # must not turn a deadline into a failed accuracy check (speed is measured in the benchmarks).
+        obj, frames = scenes.metarig_scene(bpy, move=move, time_limit=0.05)
     else:
-        obj, frames = scenes.cmu_scene(bpy, rig[4:], frames=range(2, 82), move=move)
+        obj, frames = scenes.cmu_scene(bpy, rig[4:], frames=range(2, 82), move=move, time_limit=0.05)
     source = obj.animation_data.action
     before = action_snapshot(source)
     root_path = [np.array(obj.pose.bones[0].head)]
