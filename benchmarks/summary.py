@@ -114,7 +114,9 @@ def section():
     if r:
         parts.append("**Foot placement on terrains** (`" + r["command"] + f"`, {r['machine']['date']}; worst foot, at "
                      "contact frames; each cell: the source as it is / moved by its best single vertical offset / "
-                     "ours; aims: penetration <= 1 mm, float <= 5 mm, sole normal <= 3 deg, skate <= the source's, "
+                     "ours; float: the foot's, by its contact point nearest its place; point float: the worst single point, "
+                     "which a rigid foot on uneven ground or a source sole below its own floor lifts; "
+                     "aims: penetration <= 1 mm, float <= 5 mm, sole normal <= 3 deg, skate <= the source's, "
                      "leg acceleration <= 1.5x the source's, swing clearance >= the source's, time per frame <= the "
                      "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
     r = load("drag_step")

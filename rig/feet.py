@@ -134,7 +134,9 @@ def _foot(obj, side, ankle_name, ball_name=None):
     on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731
     heel_pt = on_sole(head - 0.2 * length * forward)
     points = []
-    for name, p, bone in (("heel", heel_pt, ankle), ("ball", on_sole(ball_pt), ball or ankle),
+    # Heel and ball on the foot bone (the ball's sides too: the metatarsal heads are the foot's, not the toes'):
+    # the foot bone is then held whole by its sole points, its roll included; the toe tip on the toe bone.
+    for name, p, bone in (("heel", heel_pt, ankle), ("ball", on_sole(ball_pt), ankle),
                           ("toe", on_sole(toe_pt), ball or ankle)):
         M = np.array(bone.matrix_local)
         points.append(SolePoint(name, bone.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))

@@ -253,7 +253,8 @@ def plan(scene, obj, feet, terrain, frames, options):
     height = np.full((F, P), np.nan)
     normal = np.zeros((F, P, 3))
     hits = np.zeros((F, P), dtype=bool)
-    offset = np.zeros(P)
+    first, first_ok = terrain.nearest(pts[0])  # the first frame: the surface nearest each point, above or below
+    offset = np.where(first_ok, first - floor, 0.0)
     for i in range(F):
         start = pts[i, :, 2] + np.maximum(offset, 0.0) + 0.5 * leg
         h, n, ok = terrain.below(pts[i], start)
@@ -281,7 +282,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
         targets[:, cols, :2] += shift[:, None, :]
         touching = contacts[:, cols]
-        _onto_one_level(targets, cols, touching, terrain, leg, options.blend_frames)
+        _onto_one_level(targets, cols, touching, terrain, leg)
         # A foot that touches: the source foot (held against skate) turned as a whole from the source floor's
         # normal to the terrain's under its contact points, about its middle, and raised until none of its contact
         # points is closer to the terrain under it than the source's clearance. One rigid motion per frame: goals a
@@ -303,7 +304,14 @@ def plan(scene, obj, feet, terrain, frames, options):
             R = _turn(up, normal_t)
             middle = foot_pts.mean(axis=0)
             turned = middle + (foot_pts - middle) @ R.T
+            # The terrain under the turned points (turning moves them sideways a little: on a bump that matters).
+            h_all, _, ok_all = terrain.below(turned, turned[:, 2] + np.nanmax(raw[t, cols]) + 0.5 * leg)
+            h, ok = h_all[c], ok_all[c]
+            if not ok.any():
+                continue
             need = h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]
+            lifted = ~c & ok_all  # its lifted points (a heel coming off) follow the same motion, above the terrain
+            need = np.concatenate([need, h_all[lifted] - turned[lifted][:, 2]])
             turned[:, 2] += float(np.max(need))  # no contact point below the surface (bumps lift the sole)
             targets[t, cols] = turned
             turns[t] = R
@@ -321,10 +329,19 @@ def plan(scene, obj, feet, terrain, frames, options):
                     swing_edge = pts[edge, cols, 2] + swing_offset[edge, cols]
                     moved[:, 2] += w * float(np.mean(targets[edge, cols, 2] - swing_edge))
                     targets[t, cols] = moved
-    # Never below the terrain: a swinging point keeps at least the source's clearance over the terrain right
-    # under it (blending toward a contact on another step must not pull a toe through the step).
-    swinging = ~contacts
-    targets[..., 2] = np.where(swinging, np.maximum(targets[..., 2], pts[..., 2] + raw), targets[..., 2])
+    # Never below the terrain: a swinging foot keeps at least the source's clearance over the terrain right
+    # under each of its points (blending toward a contact on another step must not pull a toe through the
+    # step), raised as a whole (a foot is rigid: per-point lifts would ask for goals it cannot meet).
+    for cols in feet_cols:
+        air = np.flatnonzero(~contacts[:, cols].any(axis=1))
+        if not len(air):
+            continue
+        # The terrain under where the points go (a foot slid onto one tread is not over the source's step).
+        T = targets[air][:, cols].reshape(-1, 3)
+        h_t, _, ok_t = terrain.below(T, T[:, 2] + 0.5 * leg + np.nanmax(raw[air][:, cols], axis=1).repeat(len(cols)))
+        h_t = np.where(ok_t, h_t, floor + raw[air][:, cols].ravel())  # else: the terrain under the source
+        need = h_t.reshape(len(air), len(cols)) + np.maximum(clearance[air][:, cols], 0.0) - targets[air][:, cols, 2]
+        targets[air[:, None], np.array(cols)[None, :], 2] += np.maximum(need.max(axis=1), 0.0)[:, None]
     # Where a sole point has no terrain under it (walked off the mesh), the frame is left as the source's.
     off_frames = ~hits.all(axis=1)
     targets[off_frames] = pts[off_frames]
@@ -341,42 +358,58 @@ def plan(scene, obj, feet, terrain, frames, options):
                     off, rotations, warnings), sampler, pelvis_name
 
 
-def _onto_one_level(targets, cols, touching, terrain, leg, blend):
-    """A foot that would land across a step edge (its points over surfaces more than 2 cm apart) is slid along
-    its length, by the least distance, onto one level for its whole contact (blended in and out): a rigid foot
-    across an edge would rest on the edge with its heel or toe in the air."""
+def _smooth(x):
+    """Smoothstep: 0 at 0, 1 at 1, flat at both ends."""
+    return x * x * (3.0 - 2.0 * x)
+
+
+def _onto_one_level(targets, cols, touching, terrain, leg):
+    """A foot that would stand across a step edge at some frame of a contact (its points over surfaces more
+    than 2 cm apart: as it lands, or as it turns about its toe) is slid along its length, by the least
+    distance, onto one level for its whole contact (blended in and out): a rigid foot across an edge would rest
+    on the edge with its heel or toe in the air."""
     F = len(targets)
     for a, b in _runs(touching.any(axis=1)):
-        P0 = targets[a, cols]
+        ts = np.unique(np.r_[a:b + 1:3, b])  # every third frame of the contact and its last
+        P0 = targets[ts][:, cols].reshape(-1, 3)
         start = P0[:, 2] + 0.5 * leg + 1.0
-        h, _, ok = terrain.below(P0, start)
-        if not ok.all() or np.ptp(h) < 0.02:
-            continue
-        forward = P0[-1, :2] - P0[0, :2]  # heel to toe
+
+        def spread(d):
+            Q = P0.copy()
+            Q[:, :2] += d * forward
+            hq, _, okq = terrain.below(Q, start)
+            return float(np.ptp(hq.reshape(len(ts), -1), axis=1).max()) if okq.all() else np.inf
+
+        forward = targets[a, cols[-1], :2] - targets[a, cols[0], :2]  # heel to toe
         length = np.linalg.norm(forward)
         if length < 1e-6:
             continue
         forward /= length
-        steps = np.concatenate([[0.0], np.ravel(np.column_stack([np.arange(1, 121), -np.arange(1, 121)])) * 0.01])
+        if spread(0.0) < 0.02:
+            continue
+        steps = np.ravel(np.column_stack([np.arange(1, 121), -np.arange(1, 121)])) * 0.01
         steps = steps[np.abs(steps) <= 1.2 * length]
-        best = None
-        for d in steps:
-            Q = P0.copy()
-            Q[:, :2] += d * forward
-            hq, _, okq = terrain.below(Q, start)
-            if okq.all() and np.ptp(hq) < 0.01:
-                best = d
-                break
-        if not best:
+        best = next((d for d in steps if spread(d) < 0.01), None)
+        if best is None:
             continue
         move = np.zeros(3)
         move[:2] = best * forward
         targets[a:b + 1, cols] += move
-        for k in range(1, blend + 1):  # fade the slide in before the contact and out after it
-            w = 1.0 - k / (blend + 1)
-            for t in (a - k, b + k):
-                if 0 <= t < F and not touching[t].any():
-                    targets[t, cols] += w * move
+        # Faded in over the whole swing before the contact and out over the one after it (smoothly: a slide is
+        # several centimetres), from and to the neighbouring contacts, or held to the clip's ends.
+        air = ~touching.any(axis=1)
+        before = a - 1
+        while before >= 0 and air[before]:
+            before -= 1
+        after = b + 1
+        while after < F and air[after]:
+            after += 1
+        for t in range(before + 1, a):
+            w = 1.0 if before < 0 else _smooth((t - before) / (a - before))
+            targets[t, cols] += w * move
+        for t in range(b + 1, after):
+            w = 1.0 if after >= F else _smooth((after - t) / (after - b))
+            targets[t, cols] += w * move
 
 
 def plane_normal(xy, h, ok=None):
@@ -488,7 +521,8 @@ class FootGoals:
 
 
 def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
-    """Per foot: penetration and float at contacts (mm), sole-normal error (deg), skate (mm/frame), frames
+    """Per foot: penetration and float at contacts (mm; the foot's float and each point's over its place, both
+    relative to the source's clearance over its floor), sole-normal error (deg), skate (mm/frame), frames
     off the terrain, for sole points ``points`` (F, P, 3) and ankle rotations (F, feet, 3, 3), world (the
     source's, or the result's). The sole normal is the source's floor normal turned as the foot turned from
     the source (whatever the rig's rest pose calls flat), against the terrain's normal, on flat-foot frames.
@@ -508,7 +542,11 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         gap = points[:, cols, 2] - h[:, cols]
         gap_rel = points[:, cols, 2] - (h[:, cols] + np.maximum(plan_.clearance[:, cols], 0.0))
         pen = np.where(c, np.maximum(-gap, 0.0), np.nan)
-        flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)
+        flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)  # each contact point over its place
+        # The foot floats when it could come down: by its contact point nearest its place (a rigid foot under
+        # which the terrain or the source's own sole is uneven has other points above theirs: point float).
+        hover = np.min(np.where(c & np.isfinite(gap_rel), np.maximum(gap_rel, 0.0), np.inf), axis=1)
+        hover[~np.isfinite(hover)] = np.nan
         sk = []
         for j in cols:
             for a, b in _runs(plan_.contacts[:, j]):
@@ -525,7 +563,8 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         nanmean = lambda a: float(np.nanmean(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
         out[foot.side] = {
             "penetration_mm_max": 1e3 * nanmax(pen), "penetration_mm_mean": 1e3 * nanmean(pen),
-            "float_mm_max": 1e3 * nanmax(flo), "float_mm_mean": 1e3 * nanmean(flo),
+            "float_mm_max": 1e3 * nanmax(hover), "float_mm_mean": 1e3 * nanmean(hover),
+            "point_float_mm_max": 1e3 * nanmax(flo), "point_float_mm_mean": 1e3 * nanmean(flo),
             "sole_normal_deg_max": nanmax(ang), "sole_normal_deg_mean": nanmean(ang),
             "skate_mm_per_frame": 1e3 * (float(skate.mean()) if skate.size else 0.0),
             "contact_frames": int(c.any(axis=1).sum()),
@@ -569,6 +608,7 @@ class FootReport:
             b, a = self.before[side], self.after[side]
             lines.append(f"  {side} foot ({a['contact_frames']} contact frames), before -> after:")
             for key, label in (("penetration_mm_max", "penetration max mm"), ("float_mm_max", "float max mm"),
+                               ("point_float_mm_max", "a contact point over its place, max mm"),
                                ("sole_normal_deg_max", "sole normal max deg"),
                                ("skate_mm_per_frame", "skate mm/frame"), ("frames_off_terrain", "frames off terrain")):
                 lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
@@ -693,10 +733,18 @@ def foot_placement(scene, obj, options, progress=None):
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
     worst = max(max(a["penetration_mm_max"], a["float_mm_max"]) for a in after.values()) / 1e3
     missed = not bake_report.ok
-    ok = worst <= options.max_error and not missed
-    verdict = (f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
-               if worst <= options.max_error else
-               f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)")
+    placed = plan_.contacts & plan_.hits  # contacts with terrain under them: what was planted
+    ok = worst <= options.max_error and not missed and placed.any()
+    if not plan_.contacts.any():
+        verdict = ("no contact found in the source motion (no sole point rests near its lowest height): nothing "
+                   "was planted; key the fbik_contact_* channels by hand, or check the frames")
+    elif not placed.any():
+        verdict = ("no terrain under the feet at any contact: nothing was planted; is the terrain under the "
+                   "character, and are the right objects given?")
+    elif worst <= options.max_error:
+        verdict = f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
+    else:
+        verdict = f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)"
     if missed:
         verdict += f"; {bake_report.verdict()['text']}"
     heights = {}

@@ -15,6 +15,7 @@ class Terrain:
         if not objects:
             raise RigError("no terrain object given")
         self.objects, self.trees = [], []
+        self.top = -np.inf  # the highest point of the terrain (world)
         for obj in objects:
             if obj is None:
                 raise RigError("a terrain object is missing")
@@ -24,6 +25,10 @@ class Terrain:
             mesh = evaluated.to_mesh()
             try:
                 faces = len(mesh.polygons)
+                co = np.zeros(3 * len(mesh.vertices))
+                mesh.vertices.foreach_get("co", co)
+                z = (np.array(obj.matrix_world) @ np.column_stack([co.reshape(-1, 3), np.ones(len(co) // 3)]).T)[2]
+                self.top = max(self.top, float(z.max()) if len(z) else -np.inf)
             finally:
                 evaluated.to_mesh_clear()
             if faces == 0:
@@ -59,3 +64,20 @@ class Terrain:
                         w = -w
                     height[i], normal[i], hit[i] = z, w, True
         return height, normal, hit
+
+    def nearest(self, points, layers=16):
+        """For world points (N, 3): (height, hit) of the terrain surface nearest each point along its vertical,
+        above or below it (every surface on the line is visited, from the top down): where a character stands
+        when nothing else tells (the first frame: its feet may be under a surface that starts above them)."""
+        points = np.asarray(points, dtype=float)
+        n = len(points)
+        start = np.full(n, self.top + 1.0)
+        best, found = np.full(n, np.nan), np.zeros(n, dtype=bool)
+        for _ in range(layers):
+            h, _, ok = self.below(points, start)
+            if not ok.any():
+                break
+            closer = ok & (~found | (np.abs(h - points[:, 2]) < np.abs(best - points[:, 2])))
+            best[closer], found[closer] = h[closer], True
+            start = np.where(ok, h - 1e-4, -np.inf)
+        return best, found

@@ -86,9 +86,11 @@ def test_footplant_on_a_slope_through_the_command_line(tmp_path):
         b, a = rep["before"][side], rep["after"][side]
         assert b["float_mm_max"] > 100  # on the source's flat floor the feet hang over the rising slope
         # Within the verdict's 1 cm everywhere, and close on average (the aims, 1 and 5 mm, are the benchmark's).
-        assert a["penetration_mm_max"] < 10 and a["float_mm_max"] < 10 and a["contact_frames"] > 20
-        assert a["penetration_mm_mean"] < 1 and a["float_mm_mean"] < 3
-        assert a["sole_normal_deg_max"] < b["sole_normal_deg_max"]
+        # The benchmark's aims, met here: penetration within 1 mm, the foot within 5 mm of its place, the sole
+        # within 3 degrees of the slope (the ankle bone itself, not only its sole points).
+        assert a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5 and a["contact_frames"] > 20
+        assert a["point_float_mm_max"] < 20 and a["point_float_mm_mean"] < 3
+        assert a["sole_normal_deg_max"] < 3 < b["sole_normal_deg_max"]
         assert a["skate_mm_per_frame"] < b["skate_mm_per_frame"]
     # The saved file: the result assigned, the source action untouched, contacts keyed for editing.
     fullbody_ik.unregister()
@@ -217,3 +219,14 @@ def test_stairs_feet_land_on_one_tread_and_toes_stay_above_the_steps():
         pts = sampler.sample()
         lowest.append(np.min(pts[:, 2] - steps(pts[:, 0], pts[:, 1])))
     assert min(lowest) > -0.01
+
+
+def test_feet_under_a_terrain_that_starts_above_them_are_set_on_its_top():
+    """The source's floor 60 cm under a plateau (a character placed under the ground): the surface nearest
+    the feet is the plateau's top, from the first frame on; the feet stand on it."""
+    obj, terrain = walk_on(lambda x, y: 0.6 + 0.0 * x)
+    report = foot_placement(bpy.context.scene, obj, FootOptions(2, 61, [terrain.name]))
+    assert report.ok, report.text()
+    for side, a in report.after.items():
+        assert a["contact_frames"] > 10 and a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5, (side, a)
+        assert a["sole_normal_deg_max"] < 3 and a["frames_off_terrain"] == 0
