@@ -2,7 +2,8 @@
 """Foot placement on terrains, beside what a user does by hand today (the source moved by its best single
 vertical offset), in one run.
 
-Clips: the CMU clips of the repo (02_01 walk, 02_03 run, 02_04 jump, 03_01) and mannequiny's run (glTF).
+Clips: the CMU clips of the repo (02_01 walk, 02_03 run, 02_04 jump, 03_01), mannequiny's run (glTF, 15 frames in
+place) and Quaternius' walk (FBX, in place, its feet parented to the root). "ok": the job's own verdict.
 Terrains (built under each clip's path): a real height map (matplotlib's jacksboro_fault_dem.npz, a patch
 scaled to +-30 cm over 10 m), stairs (15 cm steps), a 15-degree slope, noise (+-5 cm, 20 cm features), and a
 plane with Subdivision + Displace modifiers (evaluated by the raycast). Measured at contact frames, per foot,
@@ -63,6 +64,8 @@ def load_clip(bpy, clip):
     from fullbody_ik.tools import scenes
 
     scenes.fresh(bpy)
+    if clip == "quaternius":
+        return scenes.import_quaternius(bpy, "Man_Walk")
     if clip == "mannequiny":
         bpy.ops.import_scene.gltf(filepath=f"{scenes.ROOT}/../shared/data/characters/mannequiny.glb")
         obj = next(o for o in bpy.data.objects if o.type == "ARMATURE")
@@ -153,7 +156,7 @@ def _plan_again(bpy, obj, feet, terrain_obj, frames, report):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--clips", default="02_01,02_03,02_04,03_01,mannequiny")
+    ap.add_argument("--clips", default="02_01,02_03,02_04,03_01,mannequiny,quaternius")
     ap.add_argument("--terrains", default=",".join(TERRAINS))
     ap.add_argument("--frames", type=int, default=240, help="at most this many frames per clip")
     args = ap.parse_args()
@@ -168,16 +171,17 @@ def main():
                 r = {"error": f"{type(e).__name__}: {e}"}
             results[f"{clip} {kind}"] = r
             if "error" in r:
-                rows.append([clip, kind, "-", r["error"][:60], "", "", "", "", "", "", ""])
+                rows.append([clip, kind, "-", "error", r["error"][:60], "", "", "", "", "", "", ""])
             else:
                 f = lambda k: f"{r['before_' + k]:.1f} / {r['offset_' + k]:.1f} / {r['after_' + k]:.1f}"  # noqa: E731
-                rows.append([clip, kind, r["frames"], f("penetration_mm_max"), f("float_mm_max"),
+                rows.append([clip, kind, r["frames"], "yes" if r["ok"] else "NO", f("penetration_mm_max"),
+                             f("float_mm_max"),
                              f("point_float_mm_max"), f("sole_normal_deg_max"), f("skate_mm_per_frame"),
                              f"{r['result_acceleration'] / max(r['source_acceleration'], 1e-12):.2f}",
                              f"{r['swing_clearance_source_mm']:.0f} / {r['swing_clearance_result_mm']:.0f}",
                              f"{r['ms_per_frame']:.1f}"])
             print(rows[-1], flush=True)
-    headers = ["clip", "terrain", "frames", "penetration mm (src/offset/ours)", "float mm", "point float mm",
+    headers = ["clip", "terrain", "frames", "ok", "penetration mm (src/offset/ours)", "float mm", "point float mm",
                "sole normal deg", "skate mm/frame", "accel ratio", "min swing clearance mm (src/ours)", "ms/frame"]
     print(table(rows, headers))
     write("footplant", {"results": results, "rows": rows, "headers": headers},

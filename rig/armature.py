@@ -122,8 +122,11 @@ def chains_to(obj, names):
 INHERIT_SCALE = {"FULL", "ALIGNED", "AVERAGE", "FIX_SHEAR"}  # modes that pass a uniform parent scale on
 
 
-def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True):
+def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True, free_bones=()):
     """Armature object -> (solver tree, mapping). Links are the bones, in armature space.
+
+    ``free_root``: parentless bones move freely (location and rotation solved); ``free_bones``: these bones too,
+    whatever their parent (a foot control parented to the root, not to its leg).
 
     ``bones``: only these bones and their ancestors become links (the rest of the armature follows them in
     Blender and does not need solving); default: every bone. ``use_stretch``: bones with IK Stretch may
@@ -147,7 +150,7 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
         else:
             parent, origin = bone.parent.name, np.linalg.inv(rest[index[bone.parent.name]]) @ rest[i]
         rest_origin.append(origin)
-        is_free = bone.parent is None and free_root
+        is_free = (bone.parent is None and free_root) or bone.name in free_bones
         translated.append(not is_free and not bone.use_connect)
         if is_free:
             joints.append(FreeJoint(bone.name, parent, bone.name, origin))

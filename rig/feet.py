@@ -39,6 +39,7 @@ class Foot:
     ankle: str
     ball: str  # "" when the rig has no toe bone
     points: list  # SolePoint: heel, ball, toe
+    shin: str = ""  # the leg's last bone when it is not the foot's parent (a foot parented to the root): it follows
 
     @property
     def label(self):
@@ -140,7 +141,22 @@ def _foot(obj, side, ankle_name, ball_name=None):
                           ("toe", on_sole(toe_pt), ball or ankle)):
         M = np.array(bone.matrix_local)
         points.append(SolePoint(name, bone.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
-    return Foot(side, ankle.name, ball.name if ball is not None else "", points)
+    return Foot(side, ankle.name, ball.name if ball is not None else "", points, _detached_leg(obj, ankle, length))
+
+
+def _detached_leg(obj, ankle, foot_length):
+    """The bone whose tail is at the ankle when it is not one of the ankle's ancestors: the leg of a foot that
+    is parented to the root (game rigs exported with IK, their constraints lost), which must follow the foot;
+    "" when the foot hangs from its leg."""
+    head = np.array(ankle.head_local)
+    near = lambda b: np.linalg.norm(np.array(b.tail_local) - head) < 0.25 * foot_length  # noqa: E731
+    if any(near(b) for b in ankle.parent_recursive):
+        return ""
+    skip = {ankle.name} | {b.name for b in ankle.children_recursive}
+    legs = [b for b in obj.data.bones if b.name not in skip and near(b) and b.parent is not None]
+    if not legs:
+        return ""
+    return min(legs, key=lambda b: np.linalg.norm(np.array(b.tail_local) - head)).name
 
 
 def find_feet(obj, spec=None):

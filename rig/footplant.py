@@ -146,13 +146,15 @@ class FootPlan:
     off_terrain: list = field(default_factory=list)  # frames where a sole point has no terrain under it
     rotations: np.ndarray = None  # (F, feet, 3, 3) the source ankles' world rotations
     warnings: list = field(default_factory=list)
+    ankles: np.ndarray = None  # (F, feet, 3) where each ankle's head goes: the foot's motion applied to the source's
 
 
 def _pelvis(obj, feet):
-    """The bone both legs hang from (lowest common ancestor of the ankles)."""
+    """The bone both legs hang from (lowest common ancestor of the ankles, or of the legs of feet parented to
+    the root)."""
     chains = []
     for foot in feet:
-        b, chain = obj.data.bones[foot.ankle], []
+        b, chain = obj.data.bones[foot.shin or foot.ankle], []
         while b is not None:
             chain.append(b.name)
             b = b.parent
@@ -218,10 +220,12 @@ def plan(scene, obj, feet, terrain, frames, options):
     rotations = np.zeros((F, len(feet), 3, 3))
     pelvis_name = _pelvis(obj, feet)
     pelvis = np.zeros((F, 3))
+    ankles = np.zeros((F, len(feet), 3))
     for i, f in enumerate(frames):
         scene.frame_set(f)
         pts[i], rotations[i] = sampler.sample(rotations=True)
         pelvis[i] = np.array(obj.matrix_world @ obj.pose.bones[pelvis_name].head)
+        ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
     fps = scene.render.fps / scene.render.fps_base / max(options.step, 1)
     floor = float(np.percentile(pts[..., 2], 1))
     clearance = pts[..., 2] - floor
@@ -279,8 +283,9 @@ def plan(scene, obj, feet, terrain, frames, options):
     targets = pts.copy()
     targets[..., 2] += swing_offset
     for k, cols in enumerate(feet_cols):
-        shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
-        targets[:, cols, :2] += shift[:, None, :]
+        if not in_place:  # in place (a treadmill), the foot's slide under the body is the motion: kept
+            shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
+            targets[:, cols, :2] += shift[:, None, :]
         touching = contacts[:, cols]
         _onto_one_level(targets, cols, touching, terrain, leg)
         # A foot that touches: the source foot (held against skate) turned as a whole from the source floor's
@@ -316,11 +321,16 @@ def plan(scene, obj, feet, terrain, frames, options):
             targets[t, cols] = turned
             turns[t] = R
         # Blend the swing into and out of each contact: the same rigid motion, a fraction of the contact's turn
-        # and of its height change, fading over the blend frames.
+        # and of its height change, fading (smoothly) over the blend frames or a third of the swing, the longer.
+        air_runs = _runs(~touching.any(axis=1))
         for a, b in _runs(touching.any(axis=1)):
-            for d in range(1, options.blend_frames + 1):
-                w = 1.0 - d / (options.blend_frames + 1)
-                for t, edge in ((a - d, a), (b + d, b)):
+            before = next((y - x + 1 for x, y in air_runs if y == a - 1), 0)
+            after = next((y - x + 1 for x, y in air_runs if x == b + 1), 0)
+            for side, edge, swing in ((-1, a, before), (1, b, after)):
+                n = max(options.blend_frames, swing // 3)
+                for d in range(1, n + 1):
+                    w = _smooth(1.0 - d / (n + 1))
+                    t = edge + side * d
                     if not (0 <= t < F) or touching[t].any() or edge not in turns:
                         continue
                     P = targets[t, cols]
@@ -341,7 +351,12 @@ def plan(scene, obj, feet, terrain, frames, options):
         h_t, _, ok_t = terrain.below(T, T[:, 2] + 0.5 * leg + np.nanmax(raw[air][:, cols], axis=1).repeat(len(cols)))
         h_t = np.where(ok_t, h_t, floor + raw[air][:, cols].ravel())  # else: the terrain under the source
         need = h_t.reshape(len(air), len(cols)) + np.maximum(clearance[air][:, cols], 0.0) - targets[air][:, cols, 2]
-        targets[air[:, None], np.array(cols)[None, :], 2] += np.maximum(need.max(axis=1), 0.0)[:, None]
+        lift = np.maximum(need.max(axis=1), 0.0)
+        for x, y in _runs(np.isin(np.arange(F), air)):  # eased in and out over each swing (a step is not a pop)
+            k = np.searchsorted(air, [x, y + 1])
+            part = lift[k[0]:k[1], None]
+            lift[k[0]:k[1]] = np.maximum(_moving(_moving(part, window, np.max), window, np.mean), part)[:, 0]
+        targets[air[:, None], np.array(cols)[None, :], 2] += lift[:, None]
     # Where a sole point has no terrain under it (walked off the mesh), the frame is left as the source's.
     off_frames = ~hits.all(axis=1)
     targets[off_frames] = pts[off_frames]
@@ -352,10 +367,22 @@ def plan(scene, obj, feet, terrain, frames, options):
     warnings = []
     if in_place:
         warnings.append(f"the pelvis moves {travel:.3f} (world units) over the frames: an action without root motion "
-                        "(in place); the feet are planted where they are")
+                        "(in place); the feet keep their slide under the body (a treadmill), only their heights and "
+                        "turns follow the terrain")
     off = [int(f) for f, o in zip(frames, off_frames) if o]
+    for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
+        on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
+        ankles[:, k] = [_rigid(pts[t, on], targets[t, on], ankles[t, k]) for t in range(F)]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings), sampler, pelvis_name
+                    off, rotations, warnings, ankles), sampler, pelvis_name
+
+
+def _rigid(a, b, p):
+    """Point p moved by the rigid motion that best takes points a (n, 3) onto b (Kabsch)."""
+    ca, cb = a.mean(axis=0), b.mean(axis=0)
+    U, _, Vt = np.linalg.svd((b - cb).T @ (a - ca))
+    R = U @ np.diag([1.0, 1.0, np.linalg.det(U @ Vt)]) @ Vt
+    return cb + R @ (p - ca)
 
 
 def _smooth(x):
@@ -492,12 +519,16 @@ class FootGoals:
 
     def __init__(self, obj, feet, sampler, plan_, pelvis, options):
         self.obj, self.plan, self.sampler, self.options = obj, plan_, sampler, options
-        bones = {f.ankle for f in feet} | {f.ball for f in feet if f.ball} | {pelvis}
-        self.tree, self.mapping = cached_tree(obj, free_root=True, bones=bones, use_stretch=False)
+        bones = {f.ankle for f in feet} | {f.ball for f in feet if f.ball} | {f.shin for f in feet if f.shin} | {pelvis}
+        # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle).
+        self.detached = [(k, f.shin, float(obj.data.bones[f.shin].length)) for k, f in enumerate(feet) if f.shin]
+        self.tree, self.mapping = cached_tree(obj, free_root=True, bones=bones, use_stretch=False,
+                                              free_bones={f.ankle for f in feet if f.shin})
         self.pelvis = pelvis
-        P = len(sampler.specs)
+        P = len(sampler.specs) + len(self.detached)
         self.columns = [(j, "error") for j in range(P)]
         self.labels = [f"{sampler.feet[k].side} {name}" for k, name, _, _ in sampler.specs]
+        self.labels += [f"{sampler.feet[k].side} leg ({shin}) at its ankle" for k, shin, _ in self.detached]
         self.units = ["m"] * P
         self.goal_index = list(range(P))
         self.index = {f: i for i, f in enumerate(plan_.frames)}
@@ -515,6 +546,9 @@ class FootGoals:
             touching = self.plan.contacts[i, j]
             out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=1.0 if touching else 0.3,
                                 tolerance=(5e-4 if touching else 2e-3) / self.unit))
+        for k, shin, length in self.detached:
+            out.append(Position(shin, local(self.plan.ankles[i, k]), offset=(0.0, length, 0.0),
+                                tolerance=5e-4 / self.unit))
         out.append(Position(self.pelvis, local(self.plan.pelvis[i]), weight=0.01, tolerance=np.inf))
         out.append(Displacement(q_anim, weight=self.options.body_weight))
         return out

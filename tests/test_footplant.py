@@ -230,3 +230,27 @@ def test_feet_under_a_terrain_that_starts_above_them_are_set_on_its_top():
     for side, a in report.after.items():
         assert a["contact_frames"] > 10 and a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5, (side, a)
         assert a["sole_normal_deg_max"] < 3 and a["frames_off_terrain"] == 0
+
+
+def test_a_game_rig_whose_feet_hang_from_the_root_keeps_its_legs_on_its_feet():
+    """Quaternius' FBX: the feet are parented to the root and the legs end at them (the IK was lost on export).
+    The feet are moved whole and the legs follow; the walk is in place, so the feet keep their treadmill slide."""
+    scenes.fresh(bpy)
+    obj, first, last = scenes.import_quaternius(bpy, "Man_Walk")
+    feet = find_feet(obj)
+    assert [(f.ankle, f.shin) for f in feet] == [("Foot.L", "LowerLeg.L"), ("Foot.R", "LowerLeg.R")]
+    terrain = scenes.terrain_mesh(bpy, "hill", scenes.slope(10.0, along=(0.0, -1.0)), size=(8, 8), resolution=0.1)
+    bpy.context.view_layer.update()
+    report = foot_placement(bpy.context.scene, obj, FootOptions(first, last, [terrain.name]))
+    assert report.ok, report.text()
+    assert any("in place" in w for w in report.warnings)
+    for side, a in report.after.items():
+        b = report.before[side]
+        assert a["contact_frames"] > 5 and a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5, (side, a)
+        assert b["penetration_mm_max"] > 50 and a["sole_normal_deg_max"] < 3 < b["sole_normal_deg_max"]
+    gaps = []
+    for f in range(first, last + 1):
+        bpy.context.scene.frame_set(f)
+        for s in "LR":  # the leg's end at the foot's head, as Blender shows the result
+            gaps.append((obj.pose.bones[f"LowerLeg.{s}"].tail - obj.pose.bones[f"Foot.{s}"].head).length)
+    assert max(gaps) < 0.005

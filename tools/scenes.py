@@ -119,6 +119,17 @@ def import_cmu(bpy, clip):
     return obj, start + 1, end  # frame `start` is the added T-pose
 
 
+def import_quaternius(bpy, clip="Man_Walk"):
+    """Quaternius' casual man (data/characters, CC0): a game rig exported from Blender, its feet parented to the
+    root, clips in place; returns (armature with ``clip`` assigned, first frame, last frame)."""
+    bpy.ops.import_scene.fbx(filepath=os.path.join(ROOT, "data", "characters", "Quaternius_Male_Casual.fbx"))
+    obj = next(o for o in bpy.context.scene.objects if o.type == "ARMATURE")
+    action = next(a for a in bpy.data.actions if a.name.endswith("|" + clip))
+    obj.animation_data.action = action
+    start, end = (int(round(f)) for f in action.frame_range)
+    return obj, start, end
+
+
 def cmu_scene(bpy, clip="02_01", frames=None, time_limit=0.01, move=None):
     """(armature, frames): a CMU clip with its own root motion, goals on hands and feet. ``move``: None,
     "object" (the armature object animated too) or "parent" (parented to a moving empty)."""
