@@ -11,7 +11,8 @@ worst of the two: penetration and float (relative to the source's clearance over
 contact point nearest its place, and each point's: a rigid foot on uneven ground, or a source sole below its own
 floor, leaves some points above theirs) in mm, sole normal
 against the terrain's in degrees, skate in mm/frame; joint-angle acceleration of the legs relative to the
-source's; the lowest swing clearance over the terrain against the source's over its floor; ms per frame.
+source's; the lowest clearance of a swinging foot (none of its points touching) over the terrain against the
+source's over its floor; ms per frame.
 Aims: penetration <= 1 mm, float <= 5 mm, sole normal <= 3 deg, skate <= the source's, acceleration <= 1.5x,
 swing clearance >= the source's, time per frame <= the tracking bake's.
 
@@ -145,7 +146,9 @@ def _plan_again(bpy, obj, feet, terrain_obj, frames, report):
         scene.frame_set(f)
         result[i] = sampler.sample()
     need = np.where(plan_.contacts, plan_.terrain + np.maximum(plan_.clearance, 0) - plan_.points[..., 2], np.nan)
-    swing = ~plan_.contacts
+    swing = np.zeros_like(plan_.contacts)  # swinging feet: every point of the foot off the ground
+    for cols in sampler.cols:
+        swing[:, cols] = ~plan_.contacts[:, cols].any(axis=1, keepdims=True)
     _, h_res = fp.foot_metrics(plan_, result, plan_.rotations, terrain, sampler)
     src = np.where(swing, plan_.clearance, np.nan)
     res = np.where(swing, result[..., 2] - h_res, np.nan)

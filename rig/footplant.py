@@ -346,11 +346,16 @@ def plan(scene, obj, feet, terrain, frames, options):
         air = np.flatnonzero(~contacts[:, cols].any(axis=1))
         if not len(air):
             continue
-        # The terrain under where the points go (a foot slid onto one tread is not over the source's step).
-        T = targets[air][:, cols].reshape(-1, 3)
-        h_t, _, ok_t = terrain.below(T, T[:, 2] + 0.5 * leg + np.nanmax(raw[air][:, cols], axis=1).repeat(len(cols)))
-        h_t = np.where(ok_t, h_t, floor + raw[air][:, cols].ravel())  # else: the terrain under the source
-        need = h_t.reshape(len(air), len(cols)) + np.maximum(clearance[air][:, cols], 0.0) - targets[air][:, cols, 2]
+        # Probed at its points and along its sole between them (an edge under the middle of the foot), on the
+        # terrain under where they go (a foot slid onto one tread is not over the source's step).
+        W = _sole_probes([sampler.specs[j][1] for j in cols])  # (probes, points)
+        T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
+        Q = T.shape[1]
+        above = np.nanmax(raw[air][:, cols], axis=1).repeat(Q)
+        h_t, _, ok_t = terrain.below(T.reshape(-1, 3), T[..., 2].ravel() + 0.5 * leg + above)
+        h_src = floor + np.einsum("qp,tp->tq", W, raw[air][:, cols]).ravel()  # else: the terrain under the source
+        h_t = np.where(ok_t, h_t, h_src).reshape(len(air), Q)
+        need = h_t + np.einsum("qp,tp->tq", W, np.maximum(clearance[air][:, cols], 0.0)) - T[..., 2]
         lift = np.maximum(need.max(axis=1), 0.0)
         for x, y in _runs(np.isin(np.arange(F), air)):  # eased in and out over each swing (a step is not a pop)
             k = np.searchsorted(air, [x, y + 1])
@@ -385,6 +390,20 @@ def _rigid(a, b, p):
     return cb + R @ (p - ca)
 
 
+def _sole_probes(names):
+    """(probes, points) weights: each sole point, and points along the sole from the heel to the ball (thirds)
+    and from the ball to the toe tip (half way): what a swinging foot must keep above the terrain."""
+    P = len(names)
+    rows = list(np.eye(P))
+    for a, b, fractions in (("heel", "ball", (1 / 3, 2 / 3)), ("ball", "toe", (0.5,))):
+        if a in names and b in names:
+            for f in fractions:
+                w = np.zeros(P)
+                w[names.index(a)], w[names.index(b)] = 1.0 - f, f
+                rows.append(w)
+    return np.array(rows)
+
+
 def _smooth(x):
     """Smoothstep: 0 at 0, 1 at 1, flat at both ends."""
     return x * x * (3.0 - 2.0 * x)
@@ -398,7 +417,18 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
     F = len(targets)
     for a, b in _runs(touching.any(axis=1)):
         ts = np.unique(np.r_[a:b + 1:3, b])  # every third frame of the contact and its last
-        P0 = targets[ts][:, cols].reshape(-1, 3)
+        forward = targets[a, cols[-1], :2] - targets[a, cols[0], :2]  # heel to toe
+        length = np.linalg.norm(forward)
+        if length < 1e-6:
+            continue
+        forward /= length
+        # The foot's points and two probes, ahead of the toe and behind the heel: a toe that pushes off against
+        # a riser would have to rise the step's height in one frame as it leaves.
+        P = targets[ts][:, cols]
+        ahead, behind = P[:, -1].copy(), P[:, 0].copy()
+        ahead[:, :2] += 0.3 * length * forward
+        behind[:, :2] -= 0.15 * length * forward
+        P0 = np.concatenate([P, ahead[:, None], behind[:, None]], axis=1).reshape(-1, 3)
         start = P0[:, 2] + 0.5 * leg + 1.0
 
         def spread(d):
@@ -407,11 +437,6 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
             hq, _, okq = terrain.below(Q, start)
             return float(np.ptp(hq.reshape(len(ts), -1), axis=1).max()) if okq.all() else np.inf
 
-        forward = targets[a, cols[-1], :2] - targets[a, cols[0], :2]  # heel to toe
-        length = np.linalg.norm(forward)
-        if length < 1e-6:
-            continue
-        forward /= length
         if spread(0.0) < 0.02:
             continue
         steps = np.ravel(np.column_stack([np.arange(1, 121), -np.arange(1, 121)])) * 0.01
@@ -466,38 +491,31 @@ def _turn(a, b):
 
 
 def _skate_shift(points, touching):
-    """(F, 2) horizontal shift that holds a foot where it touched: while any of its points touches, the shift
+    """(F, 2) horizontal shift that holds a foot where it touched: from each contact's first frame, the shift
     cancels the horizontal motion of the point that has touched longest (the heel, then the ball as the heel
-    lifts: the shift stays continuous); in the air it returns to zero by the next touch, linearly."""
+    lifts: the shift stays continuous); over a swing it returns smoothly from the last contact's shift to
+    zero at the next contact (held after the last contact)."""
     F = len(points)
     shift = np.zeros((F, 2))
-    anchor = None
-    for t in range(1, F):
-        on = touching[t]
-        if on.any() and touching[t - 1].any():
-            if anchor is None or not on[anchor]:
-                candidates = np.flatnonzero(on & touching[t - 1])
+    on_any = touching.any(axis=1)
+    for a, b in _runs(on_any):
+        anchor = None
+        for t in range(a + 1, b + 1):
+            both = touching[t] & touching[t - 1]
+            if anchor is None or not both[anchor]:
+                candidates = np.flatnonzero(both)
                 anchor = int(candidates[0]) if len(candidates) else None
-            if anchor is not None:
-                shift[t] = shift[t - 1] - (points[t, anchor, :2] - points[t - 1, anchor, :2])
-                continue
-        anchor = None if not on.any() else anchor
-        shift[t] = shift[t - 1]
-    air = ~touching.any(axis=1)
-    for a, b in _runs(air):  # back to zero over the swing, reaching it as the foot touches again
-        if b + 1 < F:
-            n = b - a + 2
-            shift[a:b + 1] = shift[a - 1 if a else a] * (1.0 - np.arange(1, n) / n)[:, None]
-    # A new contact starts from zero shift: restart the integration after each swing.
-    out = np.zeros_like(shift)
-    for t in range(1, F):
-        if air[t]:
-            out[t] = shift[t]
-        elif touching[t - 1].any():
-            out[t] = out[t - 1] + (shift[t] - shift[t - 1])
-        else:
-            out[t] = 0.0
-    return out
+            step = points[t, anchor, :2] - points[t - 1, anchor, :2] if anchor is not None else 0.0
+            shift[t] = shift[t - 1] - step
+    for a, b in _runs(~on_any):
+        if a == 0:
+            continue  # before the first contact: the source's own
+        if b + 1 >= F:
+            shift[a:] = shift[a - 1]
+            continue
+        n = b - a + 2
+        shift[a:b + 1] = shift[a - 1] * (1.0 - _smooth(np.arange(1, n) / n))[:, None]
+    return shift
 
 
 def _fill(values):

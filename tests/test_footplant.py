@@ -254,3 +254,31 @@ def test_a_game_rig_whose_feet_hang_from_the_root_keeps_its_legs_on_its_feet():
         for s in "LR":  # the leg's end at the foot's head, as Blender shows the result
             gaps.append((obj.pose.bones[f"LowerLeg.{s}"].tail - obj.pose.bones[f"Foot.{s}"].head).length)
     assert max(gaps) < 0.005
+
+
+def test_no_part_of_a_sole_goes_through_a_box_on_the_floor():
+    """Two terrain objects, as users build them: a floor and a box 12 cm high and 30 cm deep across the walk. Every frame, the
+    soles (their points and along them) of the result stay above the floor and the box, swinging or not."""
+    obj, ground = walk_on(lambda x, y: 0.0 * x)
+    bpy.context.scene.frame_set(40)
+    at = obj.matrix_world @ obj.pose.bones["Hips"].head
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(at.x, at.y - 0.6, 0.06), scale=(2.0, 0.3, 0.12))
+    box = bpy.context.object
+    box.name = "box"
+    bpy.context.view_layer.update()
+    report = foot_placement(bpy.context.scene, obj, FootOptions(2, 101, [ground.name, box.name]))
+    assert report.ok, report.text()
+    from fullbody_ik.rig.footplant import SoleSampler, _sole_probes
+    from fullbody_ik.rig.terrain import Terrain
+
+    terrain = Terrain([ground, box], bpy.context.evaluated_depsgraph_get())
+    sampler = SoleSampler(obj, find_feet(obj))
+    lowest = np.inf
+    for f in range(2, 102):
+        bpy.context.scene.frame_set(f)
+        pts = sampler.sample()
+        for cols in sampler.cols:
+            probes = _sole_probes([sampler.specs[j][1] for j in cols]) @ pts[cols]
+            h, _, ok = terrain.below(probes, probes[:, 2] + 0.3)
+            lowest = min(lowest, float(np.min(probes[ok, 2] - h[ok])))
+    assert lowest > -0.002, f"a sole is {-lowest * 1e3:.1f} mm inside the floor or the box"
