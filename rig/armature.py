@@ -163,6 +163,14 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness, stretch,
                                 float(bone.length)))
     tree = Tree(joints, root=ROOT_LINK)
+    if free:
+        # A free bone's location is weighed against rotations by the armature's size: a turn of 1 rad moves the
+        # far bones by about that length, whatever the units (an FBX rig in centimetres is 100x a metre one).
+        ends = rest[:, :3, 3]
+        tails = np.array([b.tail_local for b in all_bones]).reshape(-1, 3)
+        size = 0.5 * float(np.ptp(np.vstack([ends, tails]), axis=0).max()) or 1.0
+        for name in free:
+            tree.weights[tree.joint_vars[name][:3]] = size
     by_name = {j.name: j for j in joints}
     variables, stretching = {}, {}
     for name, joint in by_name.items():

@@ -282,3 +282,23 @@ def test_no_part_of_a_sole_goes_through_a_box_on_the_floor():
             h, _, ok = terrain.below(probes, probes[:, 2] + 0.3)
             lowest = min(lowest, float(np.min(probes[ok, 2] - h[ok])))
     assert lowest > -0.002, f"a sole is {-lowest * 1e3:.1f} mm inside the floor or the box"
+
+
+def test_an_armature_in_centimetres_is_placed_as_well_as_one_in_metres():
+    """FBX characters often come in centimetres under an object scale of 0.01: the same walk, the same slope,
+    the same result (a free root's location is weighed by the armature's size, not its units)."""
+    scenes.fresh(bpy)
+    import os
+
+    bpy.ops.import_anim.bvh(filepath=os.path.join(scenes.BVH, "cmu_02_01.bvh"), global_scale=scenes.CMU_UNIT * 100,
+                            rotate_mode="NATIVE")
+    obj = bpy.context.object
+    obj.scale = (0.01, 0.01, 0.01)
+    obj.fullbody_ik.settings.time_limit = 0.01
+    terrain = scenes.terrain_mesh(bpy, "ground", scenes.slope(8.0, along=(0.0, -1.0)), size=(8, 8), resolution=0.1)
+    bpy.context.view_layer.update()
+    report = foot_placement(bpy.context.scene, obj, FootOptions(*FRAMES, [terrain.name]))
+    assert report.ok, report.text()
+    for side, a in report.after.items():
+        assert a["contact_frames"] > 20 and a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5, (side, a)
+        assert a["sole_normal_deg_max"] < 3
