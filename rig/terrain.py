@@ -20,7 +20,8 @@ class Terrain:
             if obj is None:
                 raise RigError("a terrain object is missing")
             if obj.type != "MESH":
-                raise RigError(f"terrain {obj.name!r} is a {obj.type.lower()}, not a mesh")
+                kind = obj.type.lower().replace("_", " ")
+                raise RigError(f"terrain {obj.name!r} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a mesh")
             evaluated = obj.evaluated_get(depsgraph)
             mesh = evaluated.to_mesh()
             try:

@@ -141,7 +141,7 @@ def test_edited_contacts_are_used_on_the_next_run_and_it_keeps_the_feet_on_the_t
 
 
 @pytest.mark.parametrize("breakage, message", [
-    ("empty", "is a empty, not a mesh"), ("no faces", "has no faces"), ("missing", "no terrain object named"),
+    ("empty", "is an empty, not a mesh"), ("no faces", "has no faces"), ("missing", "no terrain object named"),
     ("no action", "has no action"),
 ])
 def test_bad_input_is_refused_and_nothing_changes(breakage, message):
@@ -302,3 +302,22 @@ def test_an_armature_in_centimetres_is_placed_as_well_as_one_in_metres():
     for side, a in report.after.items():
         assert a["contact_frames"] > 20 and a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5, (side, a)
         assert a["sole_normal_deg_max"] < 3
+
+
+def test_a_linked_armature_is_refused_with_what_to_do(tmp_path):
+    """An armature linked from a library file (read-only): refused, saying to make it local; nothing written."""
+    obj, terrain = walk_on(lambda X, Y: 0.0 * X)
+    names = (obj.name, terrain.name)
+    library = tmp_path / "character.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(library))
+    scenes.fresh(bpy)
+    with bpy.data.libraries.load(str(library), link=True) as (src, dst):
+        dst.objects = [n for n in src.objects if n in names]
+    for o in dst.objects:
+        bpy.context.scene.collection.objects.link(o)
+    linked = bpy.data.objects[names[0]]
+    assert linked.library is not None
+    actions = {a.name for a in bpy.data.actions}
+    with pytest.raises(RigError, match="linked from a library.*make it local"):
+        foot_placement(bpy.context.scene, linked, FootOptions(FRAMES[0], 30, [names[1]]))
+    assert {a.name for a in bpy.data.actions} == actions
