@@ -321,3 +321,18 @@ def test_a_linked_armature_is_refused_with_what_to_do(tmp_path):
     with pytest.raises(RigError, match="linked from a library.*make it local"):
         foot_placement(bpy.context.scene, linked, FootOptions(FRAMES[0], 30, [names[1]]))
     assert {a.name for a in bpy.data.actions} == actions
+
+
+def test_blender_command_handler_places_the_feet_in_the_open_file(tmp_path):
+    """What `blender -b walk.blend -c fullbody_ik footplant ...` calls, with the file already open."""
+    from fullbody_ik import cli
+
+    obj, terrain = walk_on(scenes.slope(8.0, along=(0.0, -1.0)))
+    path = tmp_path / "walk.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    out = tmp_path / "planted.blend"
+    assert cli.blender_command(["footplant", "--terrain", "ground", "--frames", "2-31", "--output", str(out)]) == 0
+    assert out.exists()
+    # The job cannot run with this input (1, as bake with a missing armature); bad arguments (2).
+    assert cli.blender_command(["footplant", "--terrain", "nowhere", "--frames", "2-31"]) == 1
+    assert cli.blender_command(["footplant", "--terrain", "ground", "--frames", "31-2"]) == 2
