@@ -22,7 +22,7 @@ from ..solvers import Displacement, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError, _matrices
 from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, summary_lines
-from .feet import find_feet, up_vector
+from .feet import _side, find_feet, up_vector
 from .goals import cached_tree
 from .terrain import Terrain
 
@@ -532,20 +532,83 @@ def _fill(values):
     return out
 
 
-class FootGoals:
-    """The Baker's goals for foot placement: a position goal per sole point, the pelvis, the source pose."""
+def _driven(obj, name):
+    """Whether a bone (or one of its parents) follows active constraints."""
+    b = obj.pose.bones[name]
+    while b is not None:
+        if any(c.enabled and c.influence > 0.0 for c in b.constraints):
+            return True
+        b = b.parent
+    return False
 
-    def __init__(self, obj, feet, sampler, plan_, pelvis, options):
+
+def rig_controls(scene, obj, bones, frames, feet_bones=()):
+    """{bone: (control, relation)} for the ``bones`` that follow constraints (a generated Rigify rig's deform
+    bones): the constraint-free bone that carries each, found as the one whose pose keeps one relation to it
+    over the frames (``relation``: the bone's armature-space matrix in the control's), preferring the same side
+    and a foot's (or a torso's) name, then an IK control, then the highest in the hierarchy; never a parentless
+    bone (the root carries everything). Bones posed by their own keys are not in it."""
+    todo = [b for b in bones if _driven(obj, b)]
+    if not todo:
+        return {}
+    pbs, data = obj.pose.bones, obj.data.bones
+    # Candidates: bones keyed by the user (no constraints of their own; a parent may switch spaces).
+    free = [pb.name for pb in pbs if not any(c.enabled and c.influence > 0.0 for c in pb.constraints)]
+    frames = np.asarray(frames)
+    sample = frames[np.unique(np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int))]
+    M = []
+    for f in sample:
+        scene.frame_set(int(f))
+        M.append(_matrices(pbs, "matrix", len(pbs)))
+    M = np.array(M)  # (S, bones, 4, 4)
+    size = max(float(np.ptp(M[0, :, :3, 3], axis=0).max()), 1e-6)
+    cols = np.array([pbs.find(c) for c in free], dtype=int)
+    out = {}
+    for name in todo:
+        i = pbs.find(name)
+        skip = {name} | {c.name for c in data[name].children_recursive}
+        rel = np.linalg.inv(M[:, cols]) @ M[:, i][:, None]  # (S, candidates, 4, 4)
+        dev = np.abs(rel - rel[:1])
+        # Steady to 0.3 degrees and a thousandth of the rig's size (Blender's IK is about that precise).
+        steady = (dev[..., :3, :3].max(axis=(0, 2, 3)) < 5e-3) & (dev[..., :3, 3].max(axis=(0, 2)) < 1e-3 * size)
+        words = ("foot", "ankle") if name in feet_bones else ("torso", "hips", "pelvis", "root")
+        side = _side(name)
+        found = [(_side(free[c]) != side, not any(w in free[c].lower() for w in words), "ik" not in free[c].lower(),
+                  len(data[free[c]].parent_recursive), free[c], c)
+                 for c in np.flatnonzero(steady) if free[c] not in skip and data[free[c]].parent is not None]
+        if found:
+            *_, control, c = min(found)
+            out[name] = (control, rel[0, c])
+    return out
+
+
+class FootGoals:
+    """The Baker's goals for foot placement: a position goal per sole point, the pelvis, the source pose. On a
+    rig whose feet follow constraints (Rigify's generated rigs), the goals are put on the controls that carry
+    them (``controls``: rig_controls), and Blender's own constraints move the legs."""
+
+    def __init__(self, obj, feet, sampler, plan_, pelvis, options, controls=None):
         self.obj, self.plan, self.sampler, self.options = obj, plan_, sampler, options
-        bones = {f.ankle for f in feet} | {f.ball for f in feet if f.ball} | {f.shin for f in feet if f.shin} | {pelvis}
+        controls = controls or {}
+
+        def carried(bone, offset):  # (bone that takes the goal, offset in it), or None (nothing to key moves it)
+            if bone in controls:
+                control, rel = controls[bone]
+                return control, (rel @ np.append(offset, 1.0))[:3]
+            return None if _driven(obj, bone) else (bone, np.asarray(offset, dtype=float))
+
+        self.points = [(j, carried(bone, offset)) for j, (_, _, bone, offset) in enumerate(sampler.specs)]
+        self.points = [(j, c) for j, c in self.points if c is not None]
+        self.pelvis = carried(pelvis, np.zeros(3))
         # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle).
         self.detached = [(k, f.shin, float(obj.data.bones[f.shin].length)) for k, f in enumerate(feet) if f.shin]
-        self.tree, self.mapping = cached_tree(obj, free_root=True, bones=bones, use_stretch=False,
-                                              free_bones={f.ankle for f in feet if f.shin})
-        self.pelvis = pelvis
-        P = len(sampler.specs) + len(self.detached)
+        bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached}
+        bones |= {self.pelvis[0]} if self.pelvis else set()
+        free = {f.ankle for f in feet if f.shin} | {control for control, _ in controls.values()}
+        self.tree, self.mapping = cached_tree(obj, free_root=True, bones=bones, use_stretch=False, free_bones=free)
+        P = len(self.points) + len(self.detached)
         self.columns = [(j, "error") for j in range(P)]
-        self.labels = [f"{sampler.feet[k].side} {name}" for k, name, _, _ in sampler.specs]
+        self.labels = [f"{sampler.feet[sampler.specs[j][0]].side} {sampler.specs[j][1]}" for j, _ in self.points]
         self.labels += [f"{sampler.feet[k].side} leg ({shin}) at its ankle" for k, shin, _ in self.detached]
         self.units = ["m"] * P
         self.goal_index = list(range(P))
@@ -559,7 +622,7 @@ class FootGoals:
         to_arm = np.linalg.inv(np.array(self.obj.matrix_world))
         local = lambda p: (to_arm @ np.append(p, 1.0))[:3]  # noqa: E731
         out = []
-        for j, (_, _, bone, offset) in enumerate(self.sampler.specs):
+        for j, (bone, offset) in self.points:
             # Contacts to half a millimetre, swings to two (tree units): met sooner, well inside the aims.
             touching = self.plan.contacts[i, j]
             out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=1.0 if touching else 0.3,
@@ -567,7 +630,9 @@ class FootGoals:
         for k, shin, length in self.detached:
             out.append(Position(shin, local(self.plan.ankles[i, k]), offset=(0.0, length, 0.0),
                                 tolerance=5e-4 / self.unit))
-        out.append(Position(self.pelvis, local(self.plan.pelvis[i]), weight=0.01, tolerance=np.inf))
+        if self.pelvis:
+            out.append(Position(self.pelvis[0], local(self.plan.pelvis[i]), offset=self.pelvis[1], weight=0.01,
+                                tolerance=np.inf))
         out.append(Displacement(q_anim, weight=self.options.body_weight))
         return out
 
@@ -763,7 +828,14 @@ def foot_placement(scene, obj, options, progress=None):
                        f"{source_action.name!r} ({a0:g}-{a1:g})")
     outside = [f for f in frames if f < a0 or f > a1]
     plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options)
-    goals = FootGoals(obj, feet, sampler, plan_, pelvis, options)
+    controls = rig_controls(scene, obj, [f.ankle for f in feet] + [pelvis], frames, {f.ankle for f in feet})
+    lost = [f.ankle for f in feet if _driven(obj, f.ankle) and f.ankle not in controls]
+    if lost:
+        raise RigError(f"{', '.join(lost)} follow constraints and no control bone that carries them was found (a "
+                       "bone without constraints whose pose keeps one relation to the foot): keys on the feet would "
+                       "be overridden; give the feet of the deform or control skeleton that is keyed with --feet, "
+                       "or bake the constraints first")
+    goals = FootGoals(obj, feet, sampler, plan_, pelvis, options, controls)
     baker = Baker(scene, obj, bake_options, goals=goals)
     bake_report = baker.run(progress=progress)
     action = obj.animation_data.action
