@@ -542,6 +542,13 @@ def _driven(obj, name):
     return False
 
 
+def _chain_link(bone):
+    """Whether a bone hangs at the tail of one of its parents (an FK limb's link, maybe through a mechanism
+    bone: moving it alone would tear the limb)."""
+    return bone.use_connect or any((bone.head_local - p.tail_local).length < 1e-3 * max(p.length, 1e-3)
+                                   for p in bone.parent_recursive)
+
+
 def rig_controls(scene, obj, bones, frames, feet_bones=()):
     """{bone: (control, relation)} for the ``bones`` that follow constraints (a generated Rigify rig's deform
     bones): the constraint-free bone that carries each, found as the one whose pose keeps one relation to it
@@ -552,8 +559,10 @@ def rig_controls(scene, obj, bones, frames, feet_bones=()):
     if not todo:
         return {}
     pbs, data = obj.pose.bones, obj.data.bones
-    # Candidates: bones keyed by the user (no constraints of their own; a parent may switch spaces).
-    free = [pb.name for pb in pbs if not any(c.enabled and c.influence > 0.0 for c in pb.constraints)]
+    # Candidates: bones keyed by the user (no constraints of their own; a parent may switch spaces), not a
+    # rig's mechanism (Rigify's MCH-, ORG- and DEF- bones).
+    free = [pb.name for pb in pbs if not any(c.enabled and c.influence > 0.0 for c in pb.constraints)
+            and not pb.name.upper().startswith(("MCH-", "ORG-", "DEF-"))]
     frames = np.asarray(frames)
     sample = frames[np.unique(np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int))]
     M = []
@@ -575,7 +584,8 @@ def rig_controls(scene, obj, bones, frames, feet_bones=()):
         side = _side(name)
         found = [(_side(free[c]) != side, not any(w in free[c].lower() for w in words), "ik" not in free[c].lower(),
                   len(data[free[c]].parent_recursive), free[c], c)
-                 for c in np.flatnonzero(steady) if free[c] not in skip and data[free[c]].parent is not None]
+                 for c in np.flatnonzero(steady) if free[c] not in skip and data[free[c]].parent is not None
+                 and not (name in feet_bones and _chain_link(data[free[c]]))]
         if found:
             *_, control, c = min(found)
             out[name] = (control, rel[0, c])
@@ -833,8 +843,8 @@ def foot_placement(scene, obj, options, progress=None):
     if lost:
         raise RigError(f"{', '.join(lost)} follow constraints and no control bone that carries them was found (a "
                        "bone without constraints whose pose keeps one relation to the foot): keys on the feet would "
-                       "be overridden; give the feet of the deform or control skeleton that is keyed with --feet, "
-                       "or bake the constraints first")
+                       "be overridden (a Rigify rig animated in FK: switch its legs to IK); or give the feet of the "
+                       "skeleton that is keyed with --feet, or bake the constraints first")
     goals = FootGoals(obj, feet, sampler, plan_, pelvis, options, controls)
     baker = Baker(scene, obj, bake_options, goals=goals)
     bake_report = baker.run(progress=progress)
