@@ -142,11 +142,12 @@ class FootPlan:
     pelvis: np.ndarray  # (F, 3) world target of the pelvis head
     floor: float  # the source floor height
     clearance: np.ndarray  # (F, P) source height above its floor
-    source_contacts: str = "detected"  # or "edited channels"
+    source_contacts: str = "detected"  # or "the action's contact channels"
     off_terrain: list = field(default_factory=list)  # frames where a sole point has no terrain under it
     rotations: np.ndarray = None  # (F, feet, 3, 3) the source ankles' world rotations
     warnings: list = field(default_factory=list)
     ankles: np.ndarray = None  # (F, feet, 3) where each ankle's head goes: the foot's motion applied to the source's
+    source_on_terrain: bool = False  # the source already stands on the terrain (a second run): its floor is it
 
 
 def _pelvis(obj, feet):
@@ -239,7 +240,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         # vertical speed tells it touches.
         speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
     contacts = read_contacts(obj, sampler, frames)
-    source = "edited channels"
+    source = "the action's contact channels"
     if contacts is None:
         # Each point against its own lowest height (mocap soles are not at one height), below 3 % of the hip
         # height and moving slower than 15 % of it per second (a foot in stance), with hysteresis.
@@ -268,11 +269,17 @@ def plan(scene, obj, feet, terrain, frames, options):
     raw = _fill(raw)
     # A source that already stands on this terrain (a second run, a clip made on it) touches the terrain, not a
     # flat floor: then the terrain is its floor, clearances are over it and there is no offset to add.
+    # Told by the contacts: nearer the terrain than the floor, or following the terrain's ups and downs (a
+    # second run on stairs: its contacts on the first tread are as near the floor as the terrain).
     over = pts[..., 2] - height
-    if contacts.any():
-        on_terrain = np.nanmedian(np.abs(np.where(contacts, over, np.nan)))
-        on_floor = np.nanmedian(np.abs(np.where(contacts, clearance, np.nan)))
-        if np.isfinite(on_terrain) and on_terrain < 0.5 * on_floor:
+    seen = contacts & np.isfinite(over)
+    on_terrain = False
+    if seen.any():
+        o, c, h = over[seen], clearance[seen], height[seen]
+        nearer = np.median(np.abs(o)) < 0.5 * np.median(np.abs(c))
+        follows = np.std(h) > 0.01 * leg and np.std(o) < 0.5 * np.std(c)
+        on_terrain = bool(nearer or follows)
+        if on_terrain:
             clearance = np.where(np.isfinite(over), over, clearance)
             raw = np.zeros_like(raw)
     window = max(3, int(round(0.25 * fps)) | 1)
@@ -306,7 +313,7 @@ def plan(scene, obj, feet, terrain, frames, options):
             normal_t = plane_normal(foot_pts[:, :2], h_all, ok_all)
             if normal_t[2] < np.cos(np.radians(45.0)):  # steeper than a foot stands on: an edge, a wall
                 normal_t = up
-            R = _turn(up, normal_t)
+            R = np.eye(3) if on_terrain else _turn(up, normal_t)  # a source on the terrain is turned to it already
             middle = foot_pts.mean(axis=0)
             turned = middle + (foot_pts - middle) @ R.T
             # The terrain under the turned points (turning moves them sideways a little: on a bump that matters).
@@ -379,7 +386,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
         ankles[:, k] = [_rigid(pts[t, on], targets[t, on], ankles[t, k]) for t in range(F)]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings, ankles), sampler, pelvis_name
+                    off, rotations, warnings, ankles, on_terrain), sampler, pelvis_name
 
 
 def _rigid(a, b, p):
@@ -682,7 +689,11 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         skate = np.concatenate(sk) if sk else np.zeros(0)
         heel, bi = (cols[[names[j] for j in cols].index(n)] for n in ("heel", "ball_in"))
         flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
-        sole = (rotations[:, k] @ np.swapaxes(plan_.rotations[:, k], -1, -2))[:, :, 2]  # R_result R_source^T z
+        # R_result R_source^T n, n the source floor's normal: up, or the terrain's when the source stands on it.
+        n0 = np.tile([0.0, 0.0, 1.0], (F, 1))
+        if plan_.source_on_terrain:
+            n0 = np.array([plane_normal(plan_.points[i, cols, :2], plan_.terrain[i, cols]) for i in range(F)])
+        sole = np.einsum("tij,tj->ti", rotations[:, k] @ np.swapaxes(plan_.rotations[:, k], -1, -2), n0)
         tn = np.array([plane_normal(points[i, cols, :2], h[i, cols]) for i in range(F)])  # the plane under the sole
         ang = np.degrees(np.arccos(np.clip(np.sum(sole * tn, axis=1), -1, 1)))
         ang = np.where(flat & np.isfinite(h[:, cols]).all(axis=1), ang, np.nan)
