@@ -109,8 +109,9 @@ class BakeReport:
         frames = [int(f) for f, m in zip(self.frames, missed) if m]
         text = ("every frame within "
                 if not frames else f"{len(frames)} of {len(self.frames)} frames missed a goal by more than ")
-        text += (f"{self.max_error * 1e3:g} mm" if np.isfinite(self.max_error) else "any length") + " / " + \
-            (f"{np.degrees(self.max_angle):g} deg" if np.isfinite(self.max_angle) else "any angle")
+        text += f"{self.max_error * 1e3:g} mm" if np.isfinite(self.max_error) else "any length"
+        if np.isfinite(self.max_angle) or "rad" in self.units:  # no angle part when the goals have no angle
+            text += " / " + (f"{np.degrees(self.max_angle):g} deg" if np.isfinite(self.max_angle) else "any angle")
         if frames:
             text += f" (frames {frame_ranges(frames)})"
         return {"ok": not frames, "max_error": _finite_or_none(self.max_error),

@@ -159,14 +159,30 @@ def _detached_leg(obj, ankle, foot_length):
     return min(legs, key=lambda b: np.linalg.norm(np.array(b.tail_local) - head)).name
 
 
+def _split_foot(obj, part):
+    """(ankle, ball or None) from "ANKLE:BALL" or "ANKLE", where names may hold colons themselves (Mixamo's
+    ``mixamorig:LeftFoot``): the split whose two sides are bones of the armature."""
+    bones = obj.data.bones
+    if part in bones:
+        return part, None
+    splits = [i for i, ch in enumerate(part) if ch == ":"]
+    for i in splits:
+        if part[:i].strip() in bones and part[i + 1:].strip() in bones:
+            return part[:i].strip(), part[i + 1:].strip()
+    for i in splits:  # an ankle that is a bone, a ball that is not: the message names the ball
+        if part[:i].strip() in bones:
+            return part[:i].strip(), part[i + 1:].strip() or None
+    return part, None  # the message names the whole
+
+
 def find_feet(obj, spec=None):
     """[left Foot, right Foot] of an armature. ``spec``: "ANKLE:BALL,ANKLE:BALL" (or ANKLE alone) given by
     hand; otherwise found from names and hierarchy. A RigError lists the candidates when they cannot be found."""
     if spec:
         feet = []
         for k, part in enumerate(p.strip() for p in spec.split(",") if p.strip()):
-            ankle, _, ball = part.partition(":")
-            feet.append(_foot(obj, _side(ankle) or ("left", "right")[k % 2], ankle.strip(), ball.strip() or None))
+            ankle, ball = _split_foot(obj, part)
+            feet.append(_foot(obj, _side(ankle) or ("left", "right")[k % 2], ankle, ball))
         if len(feet) != 2 or {f.side for f in feet} != {"left", "right"} or feet[0].ankle == feet[1].ankle:
             raise RigError(f"--feet {spec!r}: give the two feet, a left and a right one, as ANKLE:BALL,ANKLE:BALL "
                            "(sides are read from the names, else the first is the left)")

@@ -369,19 +369,30 @@ def plan(scene, obj, feet, terrain, frames, options):
             part = lift[k[0]:k[1], None]
             lift[k[0]:k[1]] = np.maximum(_moving(_moving(part, window, np.max), window, np.mean), part)[:, 0]
         targets[air[:, None], np.array(cols)[None, :], 2] += lift[:, None]
-    # Where a sole point has no terrain under it (walked off the mesh), the frame is left as the source's.
-    off_frames = ~hits.all(axis=1)
-    targets[off_frames] = pts[off_frames]
+    # A foot with no terrain under any of its points (walked off the mesh) is left as the source's there, eased
+    # out of and back into its placement over a third of a second; a foot partly over an edge stands on what
+    # is under it.
+    n = max(options.blend_frames, int(round(0.3 * fps)), 1)
+    ease = []
+    for cols in feet_cols:
+        offs = np.flatnonzero(~hits[:, cols].any(axis=1))
+        w = np.ones(F)
+        if len(offs):  # 0 off the terrain, easing to 1 over the n placed frames nearest it
+            d = np.abs(np.arange(F)[:, None] - offs[None, :]).min(axis=1)
+            w = _smooth(np.minimum(d, n + 1) / (n + 1))
+        ease.append(w)
+        targets[:, cols] = pts[:, cols] + w[:, None, None] * (targets[:, cols] - pts[:, cols])
+    ease_pelvis = np.min(ease, axis=0)
     lower = np.min([swing_offset[:, cols[0]] for cols in feet_cols], axis=0)  # one offset per foot (raised whole)
     lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     pelvis_target = pelvis.copy()
-    pelvis_target[:, 2] += np.where(off_frames, 0.0, lower)
+    pelvis_target[:, 2] += ease_pelvis * lower
     warnings = []
     if in_place:
         warnings.append(f"the pelvis moves {travel:.3f} (world units) over the frames: an action without root motion "
                         "(in place); the feet keep their slide under the body (a treadmill), only their heights and "
                         "turns follow the terrain")
-    off = [int(f) for f, o in zip(frames, off_frames) if o]
+    off = [int(f) for f, w in zip(frames, ease_pelvis) if w == 0.0]  # a foot left as the source's
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
         ankles[:, k] = [_rigid(pts[t, on], targets[t, on], ankles[t, k]) for t in range(F)]
@@ -776,7 +787,8 @@ class FootReport:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
             ax.set_xlabel("frame")
-        axes[0, 0].set_title(f"Foot placement of {self.armature}: heel height over the terrain, contacts shaded",
+        axes[0, 0].set_title(f"Foot placement of {self.armature}: heel height and the terrain under it, contacts "
+                             "shaded",
                              fontsize=10)
         if self.snapshots:  # the character on the terrain, seen from the side, at a few contact frames
             ax = axes[-1, 0]
@@ -849,6 +861,14 @@ def foot_placement(scene, obj, options, progress=None):
                        f"{source_action.name!r} ({a0:g}-{a1:g})")
     outside = [f for f in frames if f < a0 or f > a1]
     plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options)
+    scene.frame_set(before_frame[0], subframe=before_frame[1])
+    if not plan_.contacts.any():
+        raise RigError(f"no contact found in the motion of {obj.name!r} over frames {frames[0]}-{frames[-1]} (no sole "
+                       "point rests near its lowest height): nothing to plant; key the fbik_contact_* channels by "
+                       "hand (1 where a sole point touches), or check the frames")
+    if not (plan_.contacts & plan_.hits).any():
+        raise RigError(f"no terrain under the feet of {obj.name!r} at any contact: nothing to plant; is the terrain "
+                       f"({', '.join(o.name for o in objects)}) under the character?")
     controls = rig_controls(scene, obj, [f.ankle for f in feet] + [pelvis], frames, {f.ankle for f in feet})
     lost = [f.ankle for f in feet if _driven(obj, f.ankle) and f.ankle not in controls]
     if lost:
@@ -878,15 +898,8 @@ def foot_placement(scene, obj, options, progress=None):
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
     worst = max(max(a["penetration_mm_max"], a["float_mm_max"]) for a in after.values()) / 1e3
     missed = not bake_report.ok
-    placed = plan_.contacts & plan_.hits  # contacts with terrain under them: what was planted
-    ok = worst <= options.max_error and not missed and placed.any()
-    if not plan_.contacts.any():
-        verdict = ("no contact found in the source motion (no sole point rests near its lowest height): nothing "
-                   "was planted; key the fbik_contact_* channels by hand, or check the frames")
-    elif not placed.any():
-        verdict = ("no terrain under the feet at any contact: nothing was planted; is the terrain under the "
-                   "character, and are the right objects given?")
-    elif worst <= options.max_error:
+    ok = worst <= options.max_error and not missed
+    if worst <= options.max_error:
         verdict = f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
     else:
         verdict = f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)"

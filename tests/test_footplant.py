@@ -46,6 +46,21 @@ def test_feet_given_by_hand_must_be_a_left_and_a_right_one():
             find_feet(obj, spec)
 
 
+def test_feet_given_by_hand_may_have_colons_in_their_names():
+    """Mixamo's names hold a colon, the separator of ANKLE:BALL: the split whose sides are bones is taken."""
+    scenes.fresh(bpy)
+    obj, _, _ = scenes.import_cmu(bpy, "02_01")
+    for b in obj.data.bones:
+        b.name = "mixamorig:" + b.name
+    spec = "mixamorig:LeftFoot:mixamorig:LeftToeBase,mixamorig:RightFoot"
+    feet = find_feet(obj, spec)
+    assert [(f.side, f.ankle, f.ball) for f in feet] == [("left", "mixamorig:LeftFoot", "mixamorig:LeftToeBase"),
+                                                         ("right", "mixamorig:RightFoot", "mixamorig:RightToeBase")]
+    assert [(f.ankle, f.ball) for f in find_feet(obj)] == [(f.ankle, f.ball) for f in feet]
+    with pytest.raises(RigError, match="no bone named 'mixamorig:LeftHeel'"):
+        find_feet(obj, "mixamorig:LeftHeel,mixamorig:RightFoot")
+
+
 def test_feet_are_found_on_common_skeletons():
     scenes.fresh(bpy)
     obj, _, _ = scenes.import_cmu(bpy, "02_01")
@@ -147,7 +162,8 @@ def test_the_next_run_uses_the_contact_channels_and_keeps_the_feet_on_the_terrai
 
 @pytest.mark.parametrize("breakage, message", [
     ("empty", "is an empty, not a mesh"), ("no faces", "has no faces"), ("missing", "no terrain object named"),
-    ("no action", "has no action"),
+    ("no action", "has no action"), ("far away", "no terrain under the feet .* at any contact"),
+    ("no contact", "no contact found"),
 ])
 def test_bad_input_is_refused_and_nothing_changes(breakage, message):
     obj, terrain = walk_on(lambda X, Y: 0.0 * X)
@@ -166,6 +182,14 @@ def test_bad_input_is_refused_and_nothing_changes(breakage, message):
         name = "nowhere"
     elif breakage == "no action":
         obj.animation_data.action = None
+    elif breakage == "far away":
+        terrain.location.x += 50.0
+        bpy.context.view_layer.update()
+    elif breakage == "no contact":  # contact channels keyed to 0 everywhere (a user's edit)
+        for side in ("left", "right"):
+            for point in ("heel", "ball", "toe"):
+                obj[f"fbik_contact_{side}_{point}"] = 0.0
+                obj.keyframe_insert(f'["fbik_contact_{side}_{point}"]', frame=FRAMES[0])
     actions = {a.name for a in bpy.data.actions}
     with pytest.raises(RigError, match=message):
         foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], 30, [name]))
@@ -187,21 +211,28 @@ def test_the_operator_places_the_feet_with_the_panels_settings():
 
 
 def test_feet_walking_off_the_terrain_are_left_as_the_source_and_reported():
-    obj, terrain = walk_on(lambda X, Y: 0.0 * X)
-    for v in terrain.data.vertices:  # only the half where the walk starts (y > 0.6) stays
-        v.co.z = 0.0
-    bpy.ops.object.select_all(action="DESELECT")
+    """The terrain ends before the walk does (a plateau 20 cm above the source's floor): a foot with no terrain
+    under it is left as the source's there, reported, eased out of its placement (no pop); a foot partly over
+    the edge stands on the plateau."""
+    obj, terrain = walk_on(lambda X, Y: 0.2 + 0.0 * X)
+    bpy.ops.object.select_all(action="DESELECT")  # only the part where the walk starts (y > 1.0) stays
     import bmesh
 
     bm = bmesh.new()
     bm.from_mesh(terrain.data)
-    bmesh.ops.delete(bm, geom=[f for f in bm.faces if f.calc_center_median().y < 0.6], context="FACES")
+    bmesh.ops.delete(bm, geom=[f for f in bm.faces if f.calc_center_median().y < 1.0], context="FACES")
     bm.to_mesh(terrain.data)
     bm.free()
     bpy.context.view_layer.update()
     report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
     assert report.off_terrain and report.off_terrain[-1] == FRAMES[1]
     assert "no terrain under it (left as the source's)" in report.text()
+    heels = []
+    for f in range(FRAMES[0], FRAMES[1] + 1):
+        bpy.context.scene.frame_set(f)
+        heels.append([obj.pose.bones[b].head.z for b in ("LeftFoot", "RightFoot", "Hips")])
+    steps = np.abs(np.diff(np.array(heels), axis=0)).max(axis=0)
+    assert steps.max() < 0.06, steps  # 20 cm down the edge, over the blend frames
 
 
 def test_stairs_feet_land_on_one_tread_and_toes_stay_above_the_steps():
