@@ -364,10 +364,13 @@ def plan(scene, obj, feet, terrain, frames, options):
         h_t = np.where(ok_t, h_t, h_src).reshape(len(air), Q)
         need = h_t + np.einsum("qp,tp->tq", W, np.maximum(clearance[air][:, cols], 0.0)) - T[..., 2]
         lift = np.maximum(need.max(axis=1), 0.0)
-        for x, y in _runs(np.isin(np.arange(F), air)):  # eased in and out over each swing (a step is not a pop)
+        slope = 0.02 * leg  # per frame: a lift is eased in and out (a step is not a pop), to nothing at contacts
+        for x, y in _runs(np.isin(np.arange(F), air)):
             k = np.searchsorted(air, [x, y + 1])
-            part = lift[k[0]:k[1], None]
-            lift[k[0]:k[1]] = np.maximum(_moving(_moving(part, window, np.max), window, np.mean), part)[:, 0]
+            part = lift[k[0]:k[1]]
+            t = np.arange(len(part))
+            cone = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)  # >= part, slope-limited
+            lift[k[0]:k[1]] = np.maximum(_moving(cone[:, None], 3, np.mean)[:, 0], part)
         targets[air[:, None], np.array(cols)[None, :], 2] += lift[:, None]
     # A foot with no terrain under any of its points (walked off the mesh) is left as the source's there, eased
     # out of and back into its placement over a third of a second; a foot partly over an edge stands on what
