@@ -70,12 +70,13 @@ def detect_contacts(height, speed, h_on, v_on, min_frames):
     either (hysteresis), runs shorter than ``min_frames`` dropped."""
     F, P = height.shape
     out = np.zeros((F, P), dtype=bool)
+    v_on = np.broadcast_to(np.asarray(v_on, dtype=float), (P,))  # per point, or one for all
     for p in range(P):
         on = False
         for t in range(F):
-            if not on and height[t, p] < h_on and speed[t, p] < v_on:
+            if not on and height[t, p] < h_on and speed[t, p] < v_on[p]:
                 on = True
-            elif on and (height[t, p] > 1.5 * h_on or speed[t, p] > 1.5 * v_on):
+            elif on and (height[t, p] > 1.5 * h_on or speed[t, p] > 1.5 * v_on[p]):
                 on = False
             out[t, p] = on
         for a, b in _runs(out[:, p]):
@@ -243,9 +244,11 @@ def plan(scene, obj, feet, terrain, frames, options):
     source = "the action's contact channels"
     if contacts is None:
         # Each point against its own lowest height (mocap soles are not at one height), below 3 % of the hip
-        # height and moving slower than 15 % of it per second (a foot in stance), with hysteresis.
+        # height and moving slower than 15 % of it per second (a foot in stance), or than its own slowest fifth
+        # of the frames allows (a stylized run whose feet never stop), with hysteresis.
         own = pts[..., 2] - np.percentile(pts[..., 2], 2, axis=0)
-        contacts = detect_contacts(own, speed, 0.03 * leg, 0.15 * leg, max(2, int(round(0.08 * fps))))
+        v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
+        contacts = detect_contacts(own, speed, 0.03 * leg, v_on, max(2, int(round(0.08 * fps))))
         source = "detected"
         for cols in sampler.cols:  # the sides of the ball touch when the ball does
             names = [sampler.specs[j][1] for j in cols]
