@@ -639,7 +639,9 @@ class FootGoals:
         bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached}
         bones |= {self.pelvis[0]} if self.pelvis else set()
         free = {f.ankle for f in feet if f.shin} | {control for control, _ in controls.values()}
-        self.tree, self.mapping = cached_tree(obj, free_root=True, bones=bones, use_stretch=False, free_bones=free)
+        limit_rotation = bool(obj.fullbody_ik.settings.use_limit_rotation)  # the armature's own IK setting
+        self.tree, self.mapping = cached_tree(obj, free_root=True, use_limit_rotation=limit_rotation, bones=bones,
+                                              use_stretch=False, free_bones=free)
         P = len(self.points) + len(self.detached)
         self.columns = [(j, "error") for j in range(P)]
         self.labels = [f"{sampler.feet[sampler.specs[j][0]].side} {sampler.specs[j][1]}" for j, _ in self.points]

@@ -395,3 +395,27 @@ def test_a_generated_rigify_rig_is_placed_through_its_controls():
     keyed = {k[0] for k in action_snapshot(action)}
     assert {f'pose.bones["{n}"].location' for n in ("foot_ik.L", "foot_ik.R", "torso")} <= keyed
     assert not any('"DEF-' in path for path in keyed)
+
+
+def test_the_legs_keep_their_ik_locks_and_limits():
+    """Knees made hinges (IK locks on Y and Z) and limited to -60..0 degrees about X (the walk's knees bend to
+    -73: more than allowed): the placed legs, as Blender shows them, bend about X only and within the limit,
+    frame after frame."""
+    obj, terrain = walk_on(scenes.slope(8.0, along=(0.0, -1.0)))
+    for name in ("LeftLeg", "RightLeg"):
+        pb = obj.pose.bones[name]
+        pb.lock_ik_y = pb.lock_ik_z = True
+        pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, np.radians(-60.0), 0.0
+    report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], 61, [terrain.name]))
+    from mathutils import Matrix
+
+    worst_off_axis, angles = 0.0, []
+    for f in range(FRAMES[0], 62):
+        bpy.context.scene.frame_set(f)
+        for name in ("LeftLeg", "RightLeg"):
+            R = np.array(obj.pose.bones[name].matrix_basis)[:3, :3]
+            worst_off_axis = max(worst_off_axis, abs(R[0, 1]), abs(R[0, 2]), abs(R[1, 0]), abs(R[2, 0]))
+            angles.append(Matrix(R.tolist()).to_euler("XYZ").x)
+    assert worst_off_axis < 1e-3  # a rotation about X alone
+    assert min(angles) > np.radians(-60.0) - 1e-3 and max(angles) < 1e-3
+    assert report.ok, report.text()
