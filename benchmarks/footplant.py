@@ -68,11 +68,7 @@ def load_clip(bpy, clip):
     if clip == "quaternius":
         return scenes.import_quaternius(bpy, "Man_Walk")
     if clip == "mannequiny":
-        bpy.ops.import_scene.gltf(filepath=f"{scenes.ROOT}/../shared/data/characters/mannequiny.glb")
-        obj = next(o for o in bpy.data.objects if o.type == "ARMATURE")
-        obj.animation_data.action = bpy.data.actions["run_root.001"]
-        a, b = (int(round(x)) for x in obj.animation_data.action.frame_range)
-        return obj, a, b
+        return scenes.import_mannequiny(bpy, "run_root.001")
     return scenes.import_cmu(bpy, clip)
 
 

@@ -119,6 +119,25 @@ def import_cmu(bpy, clip):
     return obj, start + 1, end  # frame `start` is the added T-pose
 
 
+def import_mannequiny(bpy, clip="run_root.001"):
+    """mannequiny (data/characters, CC BY 4.0, GDQuest and contributors): a glTF character with Unreal-like
+    names; returns (armature with ``clip`` assigned, first frame, last frame)."""
+    bpy.ops.import_scene.gltf(filepath=os.path.join(ROOT, "data", "characters", "mannequiny.glb"))
+    obj = next(o for o in bpy.context.scene.objects if o.type == "ARMATURE")
+    obj.animation_data.action = bpy.data.actions[clip]
+    start, end = (int(round(f)) for f in obj.animation_data.action.frame_range)
+    return obj, start, end
+
+
+def import_boxing(bpy):
+    """assimp's Boxing_Toes.bvh (data/bvh, BSD-3): the LeftHip/LeftKnee/LeftAnkle convention, 100 fps, in
+    metres; returns (armature, first frame, last frame)."""
+    bpy.ops.import_anim.bvh(filepath=os.path.join(BVH, "Boxing_Toes.bvh"), global_scale=0.01, rotate_mode="NATIVE")
+    obj = bpy.context.object
+    start, end = (int(round(f)) for f in obj.animation_data.action.frame_range)
+    return obj, start, end
+
+
 def import_quaternius(bpy, clip="Man_Walk"):
     """Quaternius' casual man (data/characters, CC0): a game rig exported from Blender, its feet parented to the
     root, clips in place; returns (armature with ``clip`` assigned, first frame, last frame)."""

@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Humanoid skeletons mapped to roles (pelvis, spine, chest, neck, head; per side thigh, shin, foot, toe,
+shoulder, upper arm, forearm, hand) from the hierarchy first, names second, so any naming works: CMU BVH,
+the BVH ``LeftHip``/``LeftKnee`` convention, Rigify's metarig and DEF bones, Unreal-like, Mixamo, Quaternius.
+
+The legs are found from the feet up (rig.feet), the arms from the hands up, the pelvis where the legs meet,
+the chest where the arms meet, the spine between them and the neck and head above the chest. Each role
+carries a confidence: 1 when hierarchy and name agree, lower when only one of them tells.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .armature import RigError
+from .feet import _is_candidate, _rank, _side, find_feet
+
+HAND_WORDS = ("hand", "wrist", "palm")
+SIDES = ("left", "right")
+FACE = re.compile(r"face|jaw|eye|nose|lip|teeth|tongue|brow|cheek|ear|forehead|chin|temple|lid")
+LIMB_ROLES = ("thigh", "shin", "foot", "toe", "shoulder", "upper_arm", "forearm", "hand")
+NAME_HINTS = {  # words a role's bone name usually holds (for the confidence, and to pick among candidates)
+    "thigh": ("thigh", "upleg", "upperleg", "hip", "upper_leg"), "shin": ("shin", "calf", "leg", "knee", "lowerleg"),
+    "foot": ("foot", "ankle"), "toe": ("toe", "ball"), "shoulder": ("shoulder", "clavicle", "collar"),
+    "upper_arm": ("upperarm", "upper_arm", "arm", "shoulder"), "forearm": ("forearm", "lowerarm", "elbow", "arm"),
+    "hand": HAND_WORDS, "pelvis": ("pelvis", "hips", "hip", "root", "spine", "body"),
+    "chest": ("chest", "spine", "torso"), "neck": ("neck",), "head": ("head",),
+}
+
+
+@dataclass
+class Humanoid:
+    armature: str
+    roles: dict  # role -> bone name ("pelvis", "chest", "neck", "head", "left thigh", ...)
+    spine: list  # bones from the pelvis (excluded) to the chest (included), in order
+    confidence: dict = field(default_factory=dict)  # role -> 0..1
+
+    def bone(self, role):
+        return self.roles.get(role, "")
+
+    def hip_height(self, obj):
+        """Rest height of the pelvis over the lower foot's sole (world units): the character's leg length."""
+        W = np.array(obj.matrix_world)
+        up = lambda name, end="head_local": float((W @ np.append(np.array(getattr(obj.data.bones[name], end)), 1.0))[2])  # noqa: E731
+        feet = [self.roles[f"{s} foot"] for s in SIDES]
+        return up(self.roles["pelvis"]) - min(up(f) for f in feet)
+
+
+def _name_score(name, role):
+    n = re.sub(r"^(def|org|mch)[-_.]", "", name.lower().split(":")[-1])
+    n = n.replace("_", "").replace(".", "").replace("-", "")
+    return 1.0 if any(w.replace("_", "") in n for w in NAME_HINTS.get(role, ())) else 0.0
+
+
+def _real_parent(bone, skip=()):
+    """The parent, past zero-length bones and twist or helper bones a rig inserts."""
+    p = bone.parent
+    while p is not None and (p.length < 1e-6 or p.name in skip):
+        p = p.parent
+    return p
+
+
+def _chain_up(bone, stop):
+    """Bones from ``bone`` up to (excluded) ``stop``, nearest first."""
+    out = []
+    b = bone
+    while b is not None and b.name != stop:
+        out.append(b)
+        b = b.parent
+    return out
+
+
+def _lca(bones):
+    chains = [[b.name] + [p.name for p in b.parent_recursive] for b in bones]
+    common = [n for n in chains[0] if all(n in c for c in chains[1:])]
+    return common[0] if common else None
+
+
+def find_hands(obj):
+    """{side: hand bone} from names (deform bones first), the one lowest in its hierarchy."""
+    found = {}
+    for bone in obj.data.bones:
+        if not _is_candidate(bone.name, HAND_WORDS):
+            continue
+        side = _side(bone.name)
+        if side is None:
+            continue
+        key = (_rank(bone.name), len(bone.parent_recursive))  # deform bones, then the one nearest the body
+        if side not in found or key < found[side][0]:
+            found[side] = (key, bone)
+    return {s: v[1] for s, v in found.items()}
+
+
+def map_humanoid(obj):
+    """The Humanoid of an armature, or a RigError saying what is missing."""
+    bones = obj.data.bones
+    missing = []
+    try:
+        feet = find_feet(obj)
+    except RigError as e:
+        raise RigError(f"{obj.name!r} is not a humanoid this can map: {e}") from None
+    hands = find_hands(obj)
+    for s in SIDES:
+        if s not in hands:
+            missing.append(f"{s} hand")
+    if missing:
+        raise RigError(f"{obj.name!r} is not a humanoid this can map: no {' or '.join(missing)} found from names "
+                       f"(bones named like 'hand', 'wrist' or 'palm' with a side)")
+    roles, conf = {}, {}
+    legs = {}
+    for foot in feet:
+        s = foot.side
+        ankle = bones[foot.ankle]
+        shin = bones[foot.shin] if foot.shin else _real_parent(ankle)
+        thigh = _real_parent(shin) if shin is not None else None
+        if shin is None or thigh is None:
+            raise RigError(f"{obj.name!r}: the {s} leg above {foot.ankle!r} has no shin and thigh")
+        roles[f"{s} foot"], roles[f"{s} shin"], roles[f"{s} thigh"] = ankle.name, shin.name, thigh.name
+        if foot.ball:
+            roles[f"{s} toe"] = foot.ball
+        legs[s] = thigh
+    pelvis = _lca([legs["left"], legs["right"]])
+    if pelvis is None:
+        raise RigError(f"{obj.name!r}: the legs do not meet in one bone (no pelvis)")
+    roles["pelvis"] = pelvis
+    for s in SIDES:
+        hand = hands[s]
+        forearm = _real_parent(hand)
+        upper = _real_parent(forearm) if forearm is not None else None
+        if forearm is None or upper is None:
+            raise RigError(f"{obj.name!r}: the {s} arm above {hand.name!r} has no forearm and upper arm")
+        roles[f"{s} hand"], roles[f"{s} forearm"], roles[f"{s} upper_arm"] = hand.name, forearm.name, upper.name
+        shoulder = _real_parent(upper)
+        if shoulder is not None and shoulder.name != pelvis and _side(shoulder.name) == s:
+            roles[f"{s} shoulder"] = shoulder.name
+    arm_tops = [bones[roles.get(f"{s} shoulder", roles[f"{s} upper_arm"])] for s in SIDES]
+    chest = _lca(arm_tops)
+    if chest is None or pelvis not in {p.name for p in bones[chest].parent_recursive}:
+        raise RigError(f"{obj.name!r}: the arms do not meet in a chest above the pelvis")
+    spine = [b.name for b in reversed(_chain_up(bones[chest], pelvis))]  # pelvis excluded, chest included
+    roles["chest"] = chest
+    # Neck and head: the chest's central child chain (no side, not an arm, not a face's bones), the longest; the
+    # head is its bone named so, else its last; the neck its first.
+    arm_names = {roles.get(f"{s} shoulder", roles[f"{s} upper_arm"]) for s in SIDES}
+    central = lambda c: c.length > 0 and _side(c.name) is None and not FACE.search(c.name.lower())  # noqa: E731
+    best = []
+    for child in bones[chest].children:
+        if child.name in arm_names or not central(child):
+            continue
+        chain, b = [], child
+        while b is not None:
+            chain.append(b.name)
+            kids = [c for c in b.children if central(c)]
+            b = max(kids, key=lambda c: len(c.children_recursive)) if kids else None
+        if len(chain) > len(best):
+            best = chain
+    if best:
+        heads = [n for n in best if _name_score(n, "head")]
+        head = heads[0] if heads else best[-1]
+        roles["head"] = head
+        if best.index(head) > 0:
+            roles["neck"] = best[0]
+    for role, name in roles.items():
+        base = role.split()[-1]
+        conf[role] = 0.5 + 0.5 * _name_score(name, base)
+    return Humanoid(obj.name, roles, spine, conf)
