@@ -122,11 +122,13 @@ def chains_to(obj, names):
 INHERIT_SCALE = {"FULL", "ALIGNED", "AVERAGE", "FIX_SHEAR"}  # modes that pass a uniform parent scale on
 
 
-def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True, free_bones=()):
+def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True, free_bones=(),
+               fixed_bones=()):
     """Armature object -> (solver tree, mapping). Links are the bones, in armature space.
 
     ``free_root``: parentless bones move freely (location and rotation solved); ``free_bones``: these bones too,
-    whatever their parent (a foot control parented to the root, not to its leg).
+    whatever their parent (a foot control parented to the root, not to its leg); ``fixed_bones``: these keep
+    their pose (as if fully IK-locked: a rig's mechanism above the controls that are solved).
 
     ``bones``: only these bones and their ancestors become links (the rest of the armature follows them in
     Blender and does not need solving); default: every bone. ``use_stretch``: bones with IK Stretch may
@@ -158,6 +160,8 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
             locked.append(False)
             continue
         lock, limits, stiffness = bone_settings(pb, use_limit_rotation)
+        if bone.name in fixed_bones:
+            lock = (True, True, True)
         locked.append(all(lock))  # fully locked: IK keeps the bone's current rotation (Blender's null segment)
         stretch = float(pb.ik_stretch) if use_stretch else 0.0
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness, stretch,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..solvers import Displacement, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
-from .armature import RigError, _matrices
+from .armature import RigError, _matrices, chains_to
 from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, summary_lines
 from .feet import _side, find_feet, up_vector
 from .goals import cached_tree
@@ -244,10 +244,10 @@ def plan(scene, obj, feet, terrain, frames, options):
     source = "the action's contact channels"
     if contacts is None:
         # Each point against its own lowest height (mocap soles are not at one height), below 3 % of the hip
-        # height and moving slower than 15 % of it per second (a foot in stance), or than its own slowest fifth
-        # of the frames allows (a stylized run whose feet never stop), with hysteresis.
+        # height and moving slower than 15 % of it per second (a foot in stance), in place also than its own
+        # slowest fifth of the frames allows (a stylized run whose feet never stop), with hysteresis.
         own = pts[..., 2] - np.percentile(pts[..., 2], 2, axis=0)
-        v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
+        v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0)) if in_place else 0.15 * leg
         contacts = detect_contacts(own, speed, 0.03 * leg, v_on, max(2, int(round(0.08 * fps))))
         source = "detected"
         for cols in sampler.cols:  # the sides of the ball touch when the ball does
@@ -365,7 +365,10 @@ def plan(scene, obj, feet, terrain, frames, options):
         h_t, _, ok_t = terrain.below(T.reshape(-1, 3), T[..., 2].ravel() + 0.5 * leg + above)
         h_src = floor + np.einsum("qp,tp->tq", W, raw[air][:, cols]).ravel()  # else: the terrain under the source
         h_t = np.where(ok_t, h_t, h_src).reshape(len(air), Q)
-        need = h_t + np.einsum("qp,tp->tq", W, np.maximum(clearance[air][:, cols], 0.0)) - T[..., 2]
+        between = np.einsum("qp,tp->tq", W, np.maximum(clearance[air][:, cols], 0.0))
+        if on_terrain:  # clearances over different treads do not interpolate: between points, above the terrain
+            between[:, len(cols):] = 0.0
+        need = h_t + between - T[..., 2]
         lift = np.maximum(need.max(axis=1), 0.0)
         slope = 0.02 * leg  # per frame: a lift is eased in and out (a step is not a pop), to nothing at contacts
         for x, y in _runs(np.isin(np.arange(F), air)):
@@ -606,10 +609,12 @@ def rig_controls(scene, obj, bones, frames, feet_bones=()):
         steady = (dev[..., :3, :3].max(axis=(0, 2, 3)) < 5e-3) & (dev[..., :3, 3].max(axis=(0, 2)) < 1e-3 * size)
         words = ("foot", "ankle") if name in feet_bones else ("torso", "hips", "pelvis", "root")
         side = _side(name)
+        # A foot's control is named a foot's (a steady relation alone proves nothing when the foot stands still).
         found = [(_side(free[c]) != side, not any(w in free[c].lower() for w in words), "ik" not in free[c].lower(),
                   len(data[free[c]].parent_recursive), free[c], c)
                  for c in np.flatnonzero(steady) if free[c] not in skip and data[free[c]].parent is not None
-                 and not (name in feet_bones and _chain_link(data[free[c]]))]
+                 and not (name in feet_bones and (_chain_link(data[free[c]])
+                                                  or not any(w in free[c].lower() for w in words)))]
         if found:
             *_, control, c = min(found)
             out[name] = (control, rel[0, c])
@@ -639,9 +644,11 @@ class FootGoals:
         bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached}
         bones |= {self.pelvis[0]} if self.pelvis else set()
         free = {f.ankle for f in feet if f.shin} | {control for control, _ in controls.values()}
+        # Through controls, only the controls move: the mechanism above them (and the root) keeps its pose.
+        fixed = (chains_to(obj, bones) - free) if controls else set()
         limit_rotation = bool(obj.fullbody_ik.settings.use_limit_rotation)  # the armature's own IK setting
-        self.tree, self.mapping = cached_tree(obj, free_root=True, use_limit_rotation=limit_rotation, bones=bones,
-                                              use_stretch=False, free_bones=free)
+        self.tree, self.mapping = cached_tree(obj, free_root=not controls, use_limit_rotation=limit_rotation,
+                                              bones=bones, use_stretch=False, free_bones=free, fixed_bones=fixed)
         P = len(self.points) + len(self.detached)
         self.columns = [(j, "error") for j in range(P)]
         self.labels = [f"{sampler.feet[sampler.specs[j][0]].side} {sampler.specs[j][1]}" for j, _ in self.points]
@@ -767,10 +774,11 @@ class FootReport:
             for key, label in (("penetration_mm_max", "penetration max mm"), ("float_mm_max", "float max mm"),
                                ("point_float_mm_max", "a contact point over its place, max mm"),
                                ("sole_normal_deg_max", "sole normal max deg"),
-                               ("skate_mm_per_frame", "skate mm/frame"), ("frames_off_terrain", "frames off terrain")):
+                               ("skate_mm_per_frame", "skate mm/frame"),
+                               ("frames_off_terrain", "frames with a sole point off the terrain")):
                 lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
         if self.off_terrain:
-            lines.append(f"  frames where a foot has no terrain under it (left as the source's): "
+            lines.append(f"  frames where a foot has no terrain under any of its points (left as the source's): "
                          f"{len(self.off_terrain)} ({_ranges(self.off_terrain)})")
         lines += [f"  note: {w}" for w in self.warnings]
         return "\n".join(lines)

@@ -142,22 +142,22 @@ def test_the_next_run_uses_the_contact_channels_and_keeps_the_feet_on_the_terrai
 
     sampler = SoleSampler(obj, find_feet(obj))
 
-    def lowest():
+    def heights():  # every sole point over the terrain under it, every third frame
         out = []
         for f in range(FRAMES[0], FRAMES[1] + 1, 3):
             bpy.context.scene.frame_set(f)
             p = sampler.sample()
-            out.append(np.min(p[:, 2] - height(p[:, 0], p[:, 1])))
+            out.append(p[:, 2] - height(p[:, 0], p[:, 1]))
         return np.array(out)
 
     first = foot_placement(bpy.context.scene, obj, FootOptions(*FRAMES, ["ground"]))
     assert first.contacts_from == "detected"
-    after_first = lowest()
+    after_first = heights()
     second = foot_placement(bpy.context.scene, obj, FootOptions(*FRAMES, ["ground"]))
     assert second.contacts_from == "the action's contact channels"
     assert second.ok, second.text()
-    # The first run's result, kept to 2 cm (a swinging foot is lifted again where the steps need it).
-    assert np.abs(lowest() - after_first).max() < 0.02
+    # The first run's result kept, standing and swinging feet alike (swings were lifted again by up to 10 cm).
+    assert np.abs(heights() - after_first).max() < 0.02
 
 
 @pytest.mark.parametrize("breakage, message", [
@@ -226,7 +226,7 @@ def test_feet_walking_off_the_terrain_are_left_as_the_source_and_reported():
     bpy.context.view_layer.update()
     report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
     assert report.off_terrain and report.off_terrain[-1] == FRAMES[1]
-    assert "no terrain under it (left as the source's)" in report.text()
+    assert "no terrain under any of its points (left as the source's)" in report.text()
     heels = []
     for f in range(FRAMES[0], FRAMES[1] + 1):
         bpy.context.scene.frame_set(f)
@@ -394,7 +394,7 @@ def test_a_generated_rigify_rig_is_placed_through_its_controls():
     assert action.name != source and source in bpy.data.actions
     keyed = {k[0] for k in action_snapshot(action)}
     assert {f'pose.bones["{n}"].location' for n in ("foot_ik.L", "foot_ik.R", "torso")} <= keyed
-    assert not any('"DEF-' in path for path in keyed)
+    assert not any('"DEF-' in path or '"MCH-' in path or '"ORG-' in path for path in keyed), keyed  # controls only
 
 
 def test_the_legs_keep_their_ik_locks_and_limits():
