@@ -214,8 +214,27 @@ def write_contacts(obj, action, slot, sampler, frames, contacts):
         fc.update()
 
 
-def plan(scene, obj, feet, terrain, frames, options):
-    """Sample the source motion and compute every frame's targets (world)."""
+@dataclass
+class Motion:
+    """An armature's feet over frames, as Blender evaluates them: sole points, ankles, pelvis, contacts."""
+    sampler: SoleSampler
+    pts: np.ndarray  # (F, P, 3) sole points, world
+    rotations: np.ndarray  # (F, feet, 3, 3) ankles' world rotations
+    pelvis_name: str
+    pelvis: np.ndarray  # (F, 3)
+    ankles: np.ndarray  # (F, feet, 3)
+    fps: float
+    floor: float
+    leg: float  # hip height over the floor: the character's size
+    travel: float
+    in_place: bool
+    contacts: np.ndarray  # (F, P) bool
+    source: str  # "detected" or "the action's contact channels"
+
+
+def sample_motion(scene, obj, feet, frames, step=1):
+    """The Motion of ``obj`` over ``frames``: contacts from its contact channels when it has them, else
+    detected (the foot placement's detector; the retargeting uses it on its source)."""
     sampler = SoleSampler(obj, feet)
     F, P = len(frames), len(sampler.specs)
     pts = np.zeros((F, P, 3))
@@ -228,9 +247,8 @@ def plan(scene, obj, feet, terrain, frames, options):
         pts[i], rotations[i] = sampler.sample(rotations=True)
         pelvis[i] = np.array(obj.matrix_world @ obj.pose.bones[pelvis_name].head)
         ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
-    fps = scene.render.fps / scene.render.fps_base / max(options.step, 1)
+    fps = scene.render.fps / scene.render.fps_base / max(step, 1)
     floor = float(np.percentile(pts[..., 2], 1))
-    clearance = pts[..., 2] - floor
     leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)  # hip height: the character's size
     speed = np.zeros((F, P))
     travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
@@ -256,6 +274,19 @@ def plan(scene, obj, feet, terrain, frames, options):
             for j in cols:
                 if sampler.specs[j][1] in ("ball_in", "ball_out"):
                     contacts[:, j] = contacts[:, ball]
+    return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, fps, floor, leg, travel, in_place, contacts,
+                  source)
+
+
+def plan(scene, obj, feet, terrain, frames, options):
+    """Sample the source motion and compute every frame's targets (world)."""
+    m = sample_motion(scene, obj, feet, frames, options.step)
+    sampler, pts, rotations, pelvis_name, pelvis, ankles = m.sampler, m.pts, m.rotations, m.pelvis_name, m.pelvis, \
+        m.ankles
+    fps, floor, leg, travel, in_place, contacts, source = m.fps, m.floor, m.leg, m.travel, m.in_place, m.contacts, \
+        m.source
+    F, P = len(frames), len(sampler.specs)
+    clearance = pts[..., 2] - floor
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
     height = np.full((F, P), np.nan)
