@@ -122,8 +122,9 @@ def import_cmu(bpy, clip):
 def import_mannequiny(bpy, clip="run_root.001"):
     """mannequiny (data/characters, CC BY 4.0, GDQuest and contributors): a glTF character with Unreal-like
     names; returns (armature with ``clip`` assigned, first frame, last frame)."""
+    before = set(bpy.data.objects)
     bpy.ops.import_scene.gltf(filepath=os.path.join(ROOT, "data", "characters", "mannequiny.glb"))
-    obj = next(o for o in bpy.context.scene.objects if o.type == "ARMATURE")
+    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o not in before)
     obj.animation_data.action = bpy.data.actions[clip]
     start, end = (int(round(f)) for f in obj.animation_data.action.frame_range)
     return obj, start, end
@@ -141,8 +142,9 @@ def import_boxing(bpy):
 def import_quaternius(bpy, clip="Man_Walk"):
     """Quaternius' casual man (data/characters, CC0): a game rig exported from Blender, its feet parented to the
     root, clips in place; returns (armature with ``clip`` assigned, first frame, last frame)."""
+    before = set(bpy.data.objects)
     bpy.ops.import_scene.fbx(filepath=os.path.join(ROOT, "data", "characters", "Quaternius_Male_Casual.fbx"))
-    obj = next(o for o in bpy.context.scene.objects if o.type == "ARMATURE")
+    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o not in before)
     action = next(a for a in bpy.data.actions if a.name.endswith("|" + clip))
     obj.animation_data.action = action
     start, end = (int(round(f)) for f in action.frame_range)

@@ -1,0 +1,342 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Motion retargeting from one humanoid armature onto another, baked into a new action of the target.
+
+Both skeletons are mapped to roles (rig.humanoid). Each mapped source bone's motion is its world rotation
+away from its rest, Q_s(t) = R_s(t) R_s,rest^T; the target bone gets R_t(t) = Q_s(t) A R_t,rest, where A
+turns the target's rest onto the source's (the bone's direction for limbs; the pelvis, chest and feet by
+their frames: left-right and up or forward), so a T-pose clip on an A-pose character (and back) keeps its
+arms and legs, whatever the bones' rolls. World rotations become each bone's basis from the root down; bones
+with no source stay at rest. The pelvis travels as the source's, scaled by the ratio of hip heights, over the
+target's floor. Contacts then come from the source (the foot placement's detector) and are planted by the
+foot placement on the target's floor, or on a terrain, in the same pass.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .armature import RigError, _matrices, rotation_channel, rotation_path
+from .footplant import _turn
+from .feet import find_feet
+from .humanoid import SIDES, map_humanoid
+
+ROOT_MODES = ("scaled", "kept", "in_place")
+
+
+@dataclass
+class RetargetOptions:
+    frame_start: int = None  # default: the source action's range
+    frame_end: int = None
+    root: str = "scaled"  # the pelvis's travel: scaled by hip heights, kept as the source's, or in place
+    ik: bool = True  # plant the source's contacts with the foot placement
+    terrain: list = field(default_factory=list)  # terrain objects for the contacts (default: the target's floor)
+    max_error: float = 0.01
+    time_limit: float = 0.0
+
+
+def _unit(v):
+    n = np.linalg.norm(v)
+    return v / n if n > 1e-12 else v
+
+
+def _frame(right, up):
+    """An orthonormal frame (columns right, forward, up) from a right and an up direction."""
+    up = _unit(up)
+    right = _unit(right - (right @ up) * up)
+    return np.column_stack([right, np.cross(up, right), up])
+
+
+class _Skeleton:
+    """An armature's rest in world space and its pose at the current frame."""
+
+    def __init__(self, obj, humanoid):
+        self.obj, self.h = obj, humanoid
+        self.names = [b.name for b in obj.data.bones]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.rest = _matrices(obj.data.bones, "matrix_local", len(self.names))
+
+    def world(self):
+        """(rotations (N, 3, 3), heads (N, 3)) of the pose bones now, world space, scale removed."""
+        W = np.array(self.obj.matrix_world)
+        M = W @ _matrices(self.obj.pose.bones, "matrix", len(self.names))
+        R = M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True)
+        return R, M[:, :3, 3]
+
+    def rest_world(self):
+        W = np.array(self.obj.matrix_world)
+        M = W @ self.rest
+        return M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True), M[:, :3, 3]
+
+    def body_frames(self):
+        """Rest frames of the pelvis (right: left to right thigh; up: to the chest), the chest (right: left to
+        right upper arm; up: to the head) and each foot (forward: ankle to toe, up: the world's)."""
+        _, P = self.rest_world()
+        at = lambda role: P[self.index[self.h.bone(role)]]  # noqa: E731
+        out = {"pelvis": _frame(at("right thigh") - at("left thigh"), at("chest") - at("pelvis")),
+               "chest": _frame(at("right upper_arm") - at("left upper_arm"), at("head") - at("chest"))}
+        for s in SIDES:
+            toe = self.h.bone(f"{s} toe")
+            foot = self.obj.data.bones[self.h.bone(f"{s} foot")]
+            W = np.array(self.obj.matrix_world)
+            tip = (W @ np.append(np.array(foot.tail_local if not toe else self.obj.data.bones[toe].tail_local), 1))[:3]
+            forward = tip - at(f"{s} foot")
+            forward[2] = 0.0
+            up = np.array([0.0, 0.0, 1.0])
+            out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
+        return out
+
+
+def _pairs(hs, ht):
+    """[(role, source bone, target bone)] for the roles both have, the spine's middle bones by their place
+    along it (fractions of the chain)."""
+    out = [(r, hs.roles[r], ht.roles[r]) for r in ht.roles if r in hs.roles]
+    ms, mt = hs.spine[:-1], ht.spine[:-1]  # the chest is a role of its own
+    if ms and mt:
+        for i, name in enumerate(mt):
+            j = min(range(len(ms)), key=lambda j: abs((j + 1) / (len(ms) + 1) - (i + 1) / (len(mt) + 1)))
+            out.append((f"spine {i + 1}", ms[j], name))
+    return out
+
+
+@dataclass
+class RetargetReport:
+    source: str
+    target: str
+    source_action: str
+    action: str
+    frames: list
+    mapping: list  # [(role, source bone, target bone)]
+    scale: float
+    seconds: float
+    feet: object = None  # the foot placement's report, when contacts were planted
+    warnings: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return self.feet is None or self.feet.ok
+
+    def to_dict(self):
+        return {"source": self.source, "target": self.target, "source_action": self.source_action,
+                "action": self.action, "frames": [int(self.frames[0]), int(self.frames[-1])],
+                "mapping": [list(m) for m in self.mapping], "scale": self.scale, "seconds": self.seconds,
+                "ok": self.ok, "warnings": self.warnings,
+                "feet": self.feet.to_dict() if self.feet is not None else None}
+
+    def text(self):
+        lines = [f"Full-Body IK retarget of {self.source!r} ({self.source_action!r}) onto {self.target!r}: frames "
+                 f"{self.frames[0]}-{self.frames[-1]}, {len(self.mapping)} bones mapped, scale {self.scale:.3f}",
+                 f"  action: {self.action!r} ({self.seconds:.1f} s)"]
+        if self.feet is not None:
+            lines += ["  " + line for line in self.feet.text().splitlines()[2:]]
+        lines += [f"  note: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def retarget(scene, source, target, options=None, progress=None):
+    """Retarget ``source``'s action onto ``target`` (armature objects in ``scene``); returns a RetargetReport.
+    The target gets a new action; nothing of the source changes."""
+    import bpy
+    from bpy_extras import anim_utils
+
+    from .bake import write_keys
+
+    options = options or RetargetOptions()
+    if options.root not in ROOT_MODES:
+        raise RigError(f"root must be one of {', '.join(ROOT_MODES)}, not {options.root!r}")
+    started = time.perf_counter()
+    for obj, what in ((source, "source"), (target, "target")):
+        if obj is None or obj.type != "ARMATURE":
+            raise RigError(f"the {what} is not an armature")
+        if obj.library is not None or obj.data.library is not None:
+            raise RigError(f"the {what} {obj.name!r} is linked from a library (read-only): make it local first")
+    ad = source.animation_data
+    if ad is None or ad.action is None:
+        raise RigError(f"the source {source.name!r} has no action to retarget")
+    src_action = ad.action
+    a0, a1 = (int(round(f)) for f in src_action.frame_range)
+    first = a0 if options.frame_start is None else options.frame_start
+    last = a1 if options.frame_end is None else options.frame_end
+    if last < first:
+        raise RigError(f"inverted frame range {first}-{last}")
+    frames = list(range(first, last + 1))
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    S, T = _Skeleton(source, hs), _Skeleton(target, ht)
+    pairs = _pairs(hs, ht)
+    before_frame = scene.frame_current
+    scene.frame_set(first)
+    # Rest alignment A (world) per pair: the target's rest turned onto the source's.
+    Rs_rest, _ = S.rest_world()
+    Rt_rest, _ = T.rest_world()
+    fs, ft = S.body_frames(), T.body_frames()
+    align = {}
+    for role, sb, tb in pairs:
+        if role in fs:
+            align[tb] = fs[role] @ ft[role].T
+        else:
+            align[tb] = _turn(_unit(Rt_rest[T.index[tb]][:, 1]), _unit(Rs_rest[S.index[sb]][:, 1]))
+    scale = 1.0 if options.root == "kept" else ht.hip_height(target) / max(hs.hip_height(source), 1e-9)
+    # Floors: the source's lowest sole over the clip, the target's in its rest.
+    s_feet = [S.index[hs.bone(f"{s} foot")] for s in SIDES]
+    t_pelvis, s_pelvis = T.index[ht.bone("pelvis")], S.index[hs.bone("pelvis")]
+    _, t_heads = T.rest_world()
+    target_floor = min(float(t_heads[i][2]) for i in (T.index[ht.bone(f"{s} foot")] for s in SIDES))
+    keyed = {tb for _, _, tb in pairs}
+    keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
+    order = sorted(keyed, key=lambda n: len(target.data.bones[n].parent_recursive))
+    W_t = np.array(target.matrix_world)
+    Rw_t = W_t[:3, :3] / np.linalg.norm(W_t[:3, :3], axis=0, keepdims=True)
+    W_t_inv = np.linalg.inv(W_t)
+    rest_t = T.rest
+    basis = {n: np.zeros((len(frames), 4, 4)) for n in order}
+    pname = ht.bone("pelvis")
+    if target.data.bones[pname].use_connect:
+        raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
+    # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
+    detached = {}
+    for foot in find_feet(target):
+        if foot.shin and foot.ankle in keyed:
+            detached[foot.ankle] = (foot.shin, float(target.data.bones[foot.shin].length))
+    t_feet = [ht.bone(f"{s} foot") for s in SIDES]
+    X_of = {n: np.zeros((len(frames), 4, 4)) for n in [pname, *detached]}  # pose with no basis of its own
+    ankles = np.zeros((len(frames), 2, 3))  # armature space, as computed (the pelvis not moved yet)
+    pelvis_heads = np.zeros((len(frames), 3))
+    source_heads = np.zeros((len(frames), 3))
+    feet_z = np.zeros(len(frames))
+    for i, f in enumerate(frames):
+        scene.frame_set(f)
+        Rs, Ps = S.world()
+        source_heads[i] = Ps[s_pelvis]
+        feet_z[i] = min(Ps[k][2] for k in s_feet)
+        if progress:
+            progress(i + 1, 2 * len(frames))
+        desired = {tb: Rs[S.index[sb]] @ Rs_rest[S.index[sb]].T @ align[tb] @ Rt_rest[T.index[tb]]
+                   for _, sb, tb in pairs}
+        pose = {}
+        for name in order:
+            b = target.data.bones[name]
+            k = T.index[name]
+            X = pose[b.parent.name] @ np.linalg.inv(rest_t[T.index[b.parent.name]]) @ rest_t[k] if b.parent else \
+                rest_t[k].copy()
+            B = np.eye(4)
+            if name in desired:
+                Ra = Rw_t.T @ desired[name]  # armature space
+                Xr = X[:3, :3] / np.linalg.norm(X[:3, :3], axis=0, keepdims=True)
+                B[:3, :3] = Xr.T @ Ra
+            basis[name][i] = B
+            pose[name] = X @ B
+            if name in X_of:
+                X_of[name][i] = X
+        pelvis_heads[i] = pose[pname][:3, 3]
+        for k, name in enumerate(t_feet):
+            if name in detached:
+                shin, length = detached[name]
+                ankles[i, k] = (pose[shin] @ np.array([0.0, length, 0.0, 1.0]))[:3]
+            else:
+                ankles[i, k] = pose[name][:3, 3]
+    source_floor = float(np.percentile(feet_z, 1)) if len(feet_z) else 0.0
+    # The pelvis travels as the source's from its first frame, scaled (or not, or not at all); its height puts
+    # the target's lower ankle over its floor as high as the source's (scaled) is over the source's floor.
+    _, t_rest_heads = T.rest_world()
+    rest_pelvis = t_rest_heads[t_pelvis]
+    travel = source_heads - source_heads[0]
+    if options.root == "in_place":
+        travel[:, :2] = 0.0
+    to_world = lambda p: (W_t @ np.column_stack([p, np.ones(len(p))]).T).T[:, :3]  # noqa: E731
+    pelvis_now = to_world(pelvis_heads)
+    lowest = np.minimum(to_world(ankles[:, 0])[:, 2], to_world(ankles[:, 1])[:, 2])
+    pelvis_world = pelvis_now.copy()
+    pelvis_world[:, :2] = rest_pelvis[:2] + scale * travel[:, :2]
+    pelvis_world[:, 2] += target_floor + scale * (feet_z - source_floor) - lowest
+    shift = (W_t_inv[:3, :3] @ (pelvis_world - pelvis_now).T).T  # armature space: moves the pelvis and below
+    locations = {}
+    for name, X in X_of.items():
+        if name == pname:
+            want = pelvis_heads + shift
+        else:
+            want = ankles[:, t_feet.index(name)] + shift
+        locations[name] = np.array([np.linalg.solve(X[i, :3, :3], want[i] - X[i, :3, 3]) for i in range(len(frames))])
+    # Keys into a new action of the target (its old one kept).
+    tad = target.animation_data or target.animation_data_create()
+    name = f"{src_action.name} on {target.name}"
+    action = bpy.data.actions.new(name)
+    slot = action.slots.new(id_type="OBJECT", name=target.name)
+    if tad.action is not None:
+        tad.action.use_fake_user = True
+    tad.action = action
+    tad.action_slot = slot
+    bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    fr = np.array(frames, dtype=float)
+    for n in order:
+        pb = target.pose.bones[n]
+        path, mode = rotation_path(pb), pb.rotation_mode
+        previous = tuple(getattr(pb, path))
+        values = []
+        for B in basis[n]:
+            previous = rotation_channel(mode, B[:3, :3], previous)
+            values.append(previous)
+        values = np.array(values)
+        for c in range(values.shape[1]):
+            fc = bag.fcurves.new(f'pose.bones["{n}"].{path}', index=c, group_name=n)
+            write_keys(fc, fr, values[:, c])
+    # Every keyed bone's pose is whole: its location (the pelvis's and root-parented feet's travel, else none)
+    # and a scale of 1 (a scale left on a bone from the target's old pose would lengthen its leg).
+    for n in order:
+        loc = locations.get(n)
+        for c in range(3):
+            if loc is not None or not target.data.bones[n].use_connect:
+                fc = bag.fcurves.find(f'pose.bones["{n}"].location', index=c) or \
+                    bag.fcurves.new(f'pose.bones["{n}"].location', index=c, group_name=n)
+                write_keys(fc, fr, loc[:, c] if loc is not None else np.zeros(len(fr)))
+            write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
+    report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0)
+    if options.ik:
+        report.feet = _plant(scene, source, target, action, slot, frames, options, pelvis_world, progress)
+        report.action = target.animation_data.action.name
+    scene.frame_set(before_frame)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _plant(scene, source, target, action, slot, frames, options, pelvis_world, progress):
+    """The source's contacts (detected, or its contact channels) keyed on the target's new action, then planted
+    by the foot placement on the terrain given, or on the target's floor (a plane made for it and removed);
+    the rotation copy is replaced by the planted action, which takes its name."""
+    import bpy
+
+    from .footplant import FootOptions, SoleSampler, foot_placement, sample_motion, write_contacts
+
+    src_feet, tgt_feet = find_feet(source), find_feet(target)
+    motion = sample_motion(scene, source, src_feet, frames)
+    sampler = SoleSampler(target, tgt_feet)
+    where = {(src_feet[k].side, name): j for j, (k, name, _, _) in enumerate(motion.sampler.specs)}
+    contacts = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
+    for j, (k, name, _, _) in enumerate(sampler.specs):
+        contacts[:, j] = motion.contacts[:, where[(tgt_feet[k].side, name)]]
+    write_contacts(target, action, slot, sampler, frames, contacts)
+    made = None
+    names = list(options.terrain)
+    if not names:  # the target's floor: its soles' rest height, under the whole travel
+        W = np.array(target.matrix_world)
+        z = min(float((W @ np.append(p.rest, 1.0))[2]) for f in tgt_feet for p in f.points)
+        lo, hi = pelvis_world[:, :2].min(axis=0) - 3.0, pelvis_world[:, :2].max(axis=0) + 3.0
+        mesh = bpy.data.meshes.new("fbik floor")
+        mesh.from_pydata([(lo[0], lo[1], z), (hi[0], lo[1], z), (hi[0], hi[1], z), (lo[0], hi[1], z)], [],
+                         [(0, 1, 2, 3)])
+        made = bpy.data.objects.new("fbik floor", mesh)
+        scene.collection.objects.link(made)
+        bpy.context.view_layer.update()
+        names = [made.name]
+    try:
+        feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
+                                                         time_limit=options.time_limit), progress=progress)
+    finally:
+        if made is not None:
+            mesh = made.data
+            bpy.data.objects.remove(made)
+            bpy.data.meshes.remove(mesh)
+    planted = target.animation_data.action
+    name = action.name
+    bpy.data.actions.remove(action)  # the rotation copy: its figures are the report's "before"
+    planted.name = name
+    return feet

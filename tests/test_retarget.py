@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Retargeting as a user runs it: a CMU walk (T-pose rest, its root walking) onto other characters (Rigify's
+metarig, mannequiny's glTF, Quaternius' FBX with its feet on the root), measured on the poses Blender shows."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+import fullbody_ik  # noqa: E402
+from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
+from fullbody_ik.rig.retarget import RetargetOptions, retarget  # noqa: E402
+from fullbody_ik.tools import scenes  # noqa: E402
+from test_real_scenes import action_snapshot  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _unregister():
+    yield
+    if hasattr(bpy.types.Object, "fullbody_ik"):
+        fullbody_ik.unregister()
+
+
+def _target(kind):
+    if kind == "metarig":
+        return scenes.metarig(bpy)
+    if kind == "mannequiny":
+        return scenes.import_mannequiny(bpy)[0]
+    return scenes.import_quaternius(bpy)[0]
+
+
+def _direction(obj, bone):
+    pb = obj.pose.bones[bone]
+    d = np.array(obj.matrix_world @ pb.tail) - np.array(obj.matrix_world @ pb.head)
+    return d / np.linalg.norm(d)
+
+
+@pytest.mark.parametrize("kind", ["metarig", "mannequiny", "quaternius"])
+def test_a_cmu_walk_onto_other_characters_keeps_its_limbs_and_plants_its_feet(kind):
+    scenes.fresh(bpy)
+    source, first, last = scenes.import_cmu(bpy, "02_01")
+    target = _target(kind)
+    bpy.context.view_layer.update()
+    src_action = source.animation_data.action
+    before = action_snapshot(src_action)
+    last = first + 100
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    assert len(report.mapping) >= 20 and target.animation_data.action.name == report.action
+    assert all(np.array_equal(action_snapshot(src_action)[k], v) for k, v in before.items())  # source untouched
+    size = max(report.scale, 1.0)  # Quaternius is 2.3 CMU walkers tall in its units: millimetres scale with it
+    for side, a in report.feet.after.items():  # the rotation copy's skate and penetration, planted away
+        b = report.feet.before[side]
+        assert a["contact_frames"] > 20 and a["penetration_mm_max"] < size and a["float_mm_max"] < 5 * size, a
+        assert a["skate_mm_per_frame"] < 0.5 * b["skate_mm_per_frame"], (side, b, a)
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    worst = 1.0
+    for f in range(first, last + 1, 10):  # arms and spine point where the source's do (rest poses aligned)
+        bpy.context.scene.frame_set(f)
+        for role in ("left upper_arm", "right upper_arm", "left forearm", "right forearm", "chest"):
+            worst = min(worst, float(_direction(source, hs.bone(role)) @ _direction(target, ht.bone(role))))
+    assert worst > 0.98, worst
+    # The pelvis travels as the source's, scaled by the hip heights.
+    bpy.context.scene.frame_set(first)
+    s0, t0 = (np.array(o.matrix_world @ o.pose.bones[h.bone("pelvis")].head) for o, h in ((source, hs), (target, ht)))
+    bpy.context.scene.frame_set(last)
+    s1, t1 = (np.array(o.matrix_world @ o.pose.bones[h.bone("pelvis")].head) for o, h in ((source, hs), (target, ht)))
+    assert np.linalg.norm((t1 - t0)[:2] - report.scale * (s1 - s0)[:2]) < 0.05 * report.scale
