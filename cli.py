@@ -102,6 +102,28 @@ def parser(inside_blender=False):
                       help="the .blend file" + (" (default: the one Blender opened)" if inside_blender else ""))
     feet.add_argument("--output", "-o", help="where to save the result (default: FILE_footplant.blend beside FILE)")
     _bake_options(feet, "footplant")
+    rt = sub.add_parser("retarget", help="retarget a motion onto a character, its contacts planted, baked into a new "
+                                         "action of the character")
+    rt.add_argument("source", help="the motion: a .bvh, .fbx, .glb/.gltf or .blend file")
+    rt.add_argument("target", help="the character: a .blend, .fbx or .glb/.gltf file")
+    rt.add_argument("--output", "-o", help="where to save the character with its new action (default: "
+                                           "TARGET_retarget.blend beside TARGET)")
+    rt.add_argument("--source-object", help="the source armature, when the motion's file has several")
+    rt.add_argument("--target-object", help="the character's armature, when its file has several")
+    rt.add_argument("--action", help="the source's clip to use, when it has several (default: its active one)")
+    rt.add_argument("--frames", help="FIRST-LAST of the source (default: its action's range)")
+    rt.add_argument("--root", choices=("scaled", "kept", "in_place"), default="scaled",
+                    help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
+    rt.add_argument("--terrain", help="OBJ[,OBJ...] in the character's file to plant the feet on (default: its floor)")
+    rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
+    rt.add_argument("--bvh-scale", type=float, default=1.0, metavar="S",
+                    help="a BVH source's length unit in metres (default 1; the motion is scaled to the character "
+                         "by hip heights anyway, except with --root kept)")
+    rt.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame of the contact solve")
+    rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
+                    help="a contact further off the floor fails the job (exit 1, result kept; default 0.01)")
+    rt.add_argument("--report", metavar="PATH.png", help="save a plot of the contacts before and after")
+    rt.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
     batch = sub.add_parser("batch", help="run a command on many files in parallel")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True)
     for command, what in (("bake", "bake every file"), ("footplant", "plant the feet in every file")):
@@ -114,7 +136,7 @@ def parser(inside_blender=False):
     return p
 
 
-SUFFIX = {"bake": "baked", "footplant": "footplant"}
+SUFFIX = {"bake": "baked", "footplant": "footplant", "retarget": "retarget"}
 
 
 def parse_frames(text):
@@ -318,6 +340,96 @@ def run_footplant(args, inside_blender=False):
     return _finish(args, source, output, report, report.ok, report.verdict)
 
 
+IMPORTERS = {".bvh": "bvh", ".fbx": "fbx", ".glb": "gltf", ".gltf": "gltf", ".blend": "blend"}
+
+
+def _load(bpy, path, what, bvh_scale=1.0):
+    """Bring the armatures (and what comes with them) of a motion or character file into the open scene;
+    returns the objects it added."""
+    kind = IMPORTERS.get(os.path.splitext(path)[1].lower())
+    if kind is None:
+        raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    before = set(bpy.data.objects)
+    with _stdout_to_stderr():
+        try:
+            if kind == "bvh":
+                bpy.ops.import_anim.bvh(filepath=os.path.abspath(path), global_scale=bvh_scale, rotate_mode="NATIVE")
+            elif kind == "fbx":
+                bpy.ops.import_scene.fbx(filepath=os.path.abspath(path))
+            elif kind == "gltf":
+                bpy.ops.import_scene.gltf(filepath=os.path.abspath(path))
+            else:
+                with bpy.data.libraries.load(os.path.abspath(path), link=False) as (src, dst):
+                    dst.objects = list(src.objects)
+                for o in dst.objects:
+                    if o is not None:
+                        bpy.context.scene.collection.objects.link(o)
+        except (RuntimeError, OSError) as e:
+            raise Failure(f"cannot read the {what} {path}: {str(e).strip()}") from None
+    return [o for o in bpy.data.objects if o not in before]
+
+
+def _pick_armature(objects, name, what, option):
+    arms = [o for o in objects if o.type == "ARMATURE"]
+    if name:
+        for o in arms:
+            if o.name == name:
+                return o
+        raise Failure(f"no armature named {name!r} in the {what} (armatures: "
+                      f"{', '.join(repr(o.name) for o in arms) or 'none'})")
+    if len(arms) == 1:
+        return arms[0]
+    if not arms:
+        raise Failure(f"the {what} holds no armature")
+    raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(o.name) for o in arms)})")
+
+
+def run_retarget(args):
+    """One retargeting; returns the JSON-able result. Raises UsageError or Failure."""
+    import bpy
+
+    from .rig import RigError
+    from .rig.retarget import RetargetOptions, retarget
+
+    frames = parse_frames(args.frames) if args.frames else (None, None)
+    output = args.output or default_output(args.target, command="retarget")
+    _check_writable(output, "the output")
+    if args.report:
+        _check_writable(args.report, "the report")
+    if os.path.splitext(args.target)[1].lower() == ".blend":
+        if not os.path.isfile(args.target):
+            raise UsageError(f"no such file: {args.target}")
+        with _stdout_to_stderr():
+            try:
+                bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.target), load_ui=False)
+            except RuntimeError as e:
+                raise Failure(f"cannot open {args.target}: {str(e).strip()}") from None
+        characters = list(bpy.data.objects)
+    else:
+        with _stdout_to_stderr():
+            bpy.ops.wm.read_homefile(use_empty=True)
+        characters = _load(bpy, args.target, "target", args.bvh_scale)
+    target = _pick_armature(characters, args.target_object, "target", "--target-object")
+    added = _load(bpy, args.source, "source", args.bvh_scale)
+    source = _pick_armature(added, args.source_object, "source", "--source-object")
+    if args.action:
+        _use_action(source, args.action)
+    terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
+    options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
+                              args.time_limit or 0.0)
+    try:
+        report = retarget(bpy.context.scene, source, target, options,
+                          progress=_progress(target, "retargeting onto"))
+    except RigError as e:
+        raise Failure(str(e)) from None
+    for o in added:  # the source goes: the file holds the character with its new action
+        bpy.data.objects.remove(o, do_unlink=True)
+    verdict = report.feet.verdict if report.feet is not None else "rotation copy (no contacts planted)"
+    return _finish(args, args.source, output, report, report.ok, verdict)
+
+
 def _worker_command(file, args, output):
     """A child process working on one file: Blender itself when we run inside it, else this Python."""
     import bpy
@@ -423,6 +535,8 @@ def main(argv, inside_blender=False):
             result = run_bake(args, inside_blender)
         elif args.command == "footplant":
             result = run_footplant(args, inside_blender)
+        elif args.command == "retarget":
+            result = run_retarget(args)
         else:
             result = run_batch(args)
     except UsageError as e:
@@ -441,7 +555,7 @@ def main(argv, inside_blender=False):
         print(json.dumps(result), flush=True)
     if args.command == "batch" and result["failed"]:
         return EXIT_FAILED
-    if args.command in ("bake", "footplant") and not result["ok"]:
+    if args.command in ("bake", "footplant", "retarget") and not result["ok"]:
         log(f"fullbody_ik {args.command}: error: {result['error']}")
         return EXIT_FAILED
     return EXIT_OK

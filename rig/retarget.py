@@ -123,6 +123,12 @@ class RetargetReport:
                 "ok": self.ok, "warnings": self.warnings,
                 "feet": self.feet.to_dict() if self.feet is not None else None}
 
+    def plot(self, path):
+        """The contacts' heights before and after (the foot placement's plot); without contacts, none."""
+        if self.feet is None:
+            raise RigError("no contacts were planted (rotation copy only): nothing to plot")
+        self.feet.plot(path)
+
     def text(self):
         lines = [f"Full-Body IK retarget of {self.source!r} ({self.source_action!r}) onto {self.target!r}: frames "
                  f"{self.frames[0]}-{self.frames[-1]}, {len(self.mapping)} bones mapped, scale {self.scale:.3f}",
@@ -209,7 +215,7 @@ def retarget(scene, source, target, options=None, progress=None):
         source_heads[i] = Ps[s_pelvis]
         feet_z[i] = min(Ps[k][2] for k in s_feet)
         if progress:
-            progress(i + 1, 2 * len(frames))
+            progress(0.2 * (i + 1) / len(frames))  # the rotation copy: a fifth of the work
         desired = {tb: Rs[S.index[sb]] @ Rs_rest[S.index[sb]].T @ align[tb] @ Rt_rest[T.index[tb]]
                    for _, sb, tb in pairs}
         pose = {}
@@ -329,7 +335,8 @@ def _plant(scene, source, target, action, slot, frames, options, pelvis_world, p
         names = [made.name]
     try:
         feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
-                                                         time_limit=options.time_limit), progress=progress)
+                                                         time_limit=options.time_limit),
+                             progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)
     finally:
         if made is not None:
             mesh = made.data

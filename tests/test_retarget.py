@@ -66,3 +66,34 @@ def test_a_cmu_walk_onto_other_characters_keeps_its_limbs_and_plants_its_feet(ki
     bpy.context.scene.frame_set(last)
     s1, t1 = (np.array(o.matrix_world @ o.pose.bones[h.bone("pelvis")].head) for o, h in ((source, hs), (target, ht)))
     assert np.linalg.norm((t1 - t0)[:2] - report.scale * (s1 - s0)[:2]) < 0.05 * report.scale
+
+
+def test_retarget_through_the_command_line(tmp_path):
+    """`python -m fullbody_ik retarget SOURCE.bvh TARGET.blend --output OUT.blend`, a real process: the saved
+    file holds the character with its new action assigned, not the source; bad input exits 2 or 1, writing
+    nothing."""
+    import json
+
+    from test_cli import run
+
+    scenes.fresh(bpy)
+    scenes.metarig(bpy)
+    character = tmp_path / "character.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(character))
+    bvh = scenes.BVH + "/cmu_02_01.bvh"
+    out = tmp_path / "out.blend"
+    proc = run("retarget", bvh, character, "--output", out, "--frames", "2-60", "--json", "--report",
+               tmp_path / "feet.png")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["ok"] and result["report"]["target"] == "metarig" and (tmp_path / "feet.png").exists()
+    fullbody_ik.unregister()
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
+    assert [o.name for o in arms] == ["metarig"]
+    assert arms[0].animation_data.action.name == result["report"]["action"]
+    assert run("retarget", tmp_path / "motion.txt", character, "--output", tmp_path / "x.blend").returncode == 2
+    assert run("retarget", bvh, tmp_path / "missing.blend", "--output", tmp_path / "x.blend").returncode == 2
+    proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-object", "nobody")
+    assert proc.returncode == 1 and "no armature named 'nobody'" in proc.stderr
+    assert not (tmp_path / "x.blend").exists()
