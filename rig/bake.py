@@ -37,6 +37,7 @@ class BakeOptions:
     time_limit: float = 0.0  # seconds per frame; 0: the armature's settings
     max_error: float = 0.01  # world units: a frame whose goal misses by more fails the bake (inf: accept any)
     max_angle: float = None  # radians, for angular goals; None: 1 degree, or any angle when max_error is inf
+    rescue: float = 0.0  # a frame still short of its goals after its budget gets one more solve of this many
 
     def angle_threshold(self):
         if self.max_angle is not None:
@@ -319,7 +320,8 @@ class Baker:
         self.columns, self.labels, self.units = self.goals.columns, self.goals.labels, self.goals.units
         self.goal_index = self.goals.goal_index
         try:
-            self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity)
+            self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity,
+                                            rescue=options.rescue)
         except ValueError as e:  # an unknown method or option
             raise RigError(str(e)) from None
         self.method = self.tracker.method

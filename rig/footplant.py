@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers import Displacement, Position
+from ..solvers import Displacement, Orientation, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError, _matrices, chains_to
 from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, summary_lines
@@ -149,6 +149,7 @@ class FootPlan:
     warnings: list = field(default_factory=list)
     ankles: np.ndarray = None  # (F, feet, 3) where each ankle's head goes: the foot's motion applied to the source's
     source_on_terrain: bool = False  # the source already stands on the terrain (a second run): its floor is it
+    pelvis_rotation: np.ndarray = None  # (F, 3, 3) the source pelvis's rotation, armature space
 
 
 def _pelvis(obj, feet):
@@ -223,6 +224,7 @@ class Motion:
     pelvis_name: str
     pelvis: np.ndarray  # (F, 3)
     ankles: np.ndarray  # (F, feet, 3)
+    pelvis_rotation: np.ndarray  # (F, 3, 3) the pelvis's rotation in the armature's space
     fps: float
     floor: float
     leg: float  # hip height over the floor: the character's size
@@ -242,10 +244,14 @@ def sample_motion(scene, obj, feet, frames, step=1):
     pelvis_name = _pelvis(obj, feet)
     pelvis = np.zeros((F, 3))
     ankles = np.zeros((F, len(feet), 3))
+    pelvis_rotation = np.zeros((F, 3, 3))
     for i, f in enumerate(frames):
         scene.frame_set(f)
         pts[i], rotations[i] = sampler.sample(rotations=True)
-        pelvis[i] = np.array(obj.matrix_world @ obj.pose.bones[pelvis_name].head)
+        pb = obj.pose.bones[pelvis_name]
+        pelvis[i] = np.array(obj.matrix_world @ pb.head)
+        R = np.array(pb.matrix)[:3, :3]
+        pelvis_rotation[i] = R / np.linalg.norm(R, axis=0, keepdims=True)
         ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
     fps = scene.render.fps / scene.render.fps_base / max(step, 1)
     floor = float(np.percentile(pts[..., 2], 1))
@@ -274,8 +280,8 @@ def sample_motion(scene, obj, feet, frames, step=1):
             for j in cols:
                 if sampler.specs[j][1] in ("ball_in", "ball_out"):
                     contacts[:, j] = contacts[:, ball]
-    return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, fps, floor, leg, travel, in_place, contacts,
-                  source)
+    return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, pelvis_rotation, fps, floor, leg, travel,
+                  in_place, contacts, source)
 
 
 def plan(scene, obj, feet, terrain, frames, options):
@@ -437,7 +443,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
         ankles[:, k] = [_rigid(pts[t, on], targets[t, on], ankles[t, k]) for t in range(F)]
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings, ankles, on_terrain), sampler, pelvis_name
+                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation), sampler, pelvis_name
 
 
 def _rigid(a, b, p):
@@ -670,6 +676,7 @@ class FootGoals:
         self.points = [(j, carried(bone, offset)) for j, (_, _, bone, offset) in enumerate(sampler.specs)]
         self.points = [(j, c) for j, c in self.points if c is not None]
         self.pelvis = carried(pelvis, np.zeros(3))
+        self.pelvis_bone = pelvis
         # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle).
         self.detached = [(k, f.shin, float(obj.data.bones[f.shin].length)) for k, f in enumerate(feet) if f.shin]
         bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached}
@@ -707,6 +714,10 @@ class FootGoals:
         if self.pelvis:
             out.append(Position(self.pelvis[0], local(self.plan.pelvis[i]), offset=self.pelvis[1], weight=0.01,
                                 tolerance=np.inf))
+        if self.pelvis and self.pelvis[0] == self.pelvis_bone and self.plan.pelvis_rotation is not None:
+            # The body stays upright as the source's: the legs reach, the pelvis does not tip the torso (5 degrees
+            # weigh like 9 mm at a contact).
+            out.append(Orientation(self.pelvis_bone, self.plan.pelvis_rotation[i], weight=0.01, tolerance=np.inf))
         out.append(Displacement(q_anim, weight=self.options.body_weight))
         return out
 
@@ -887,7 +898,7 @@ def foot_placement(scene, obj, options, progress=None):
     started = time.perf_counter()
     bake_options = BakeOptions(options.frame_start, options.frame_end, options.step, method=options.method,
                                time_limit=options.time_limit, max_error=options.max_error,
-                               max_angle=float("inf"), continuity=1e-4)
+                               max_angle=float("inf"), continuity=1e-4, rescue=4.0)
     check_bake(obj, bake_options)
     check_feet_input(obj, options)
     objects = []

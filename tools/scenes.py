@@ -203,6 +203,25 @@ def rigify_walk(bpy, frames=48):
     return rig, 1, frames
 
 
+def pose_rest(bpy, obj, turns):
+    """A new rest pose: each bone of ``turns`` {name: (axis index, degrees)} turned in place, about the world
+    axis (0 x, 1 y, 2 z) through its head, its children with it (an A-pose from a T-pose)."""
+    from mathutils import Matrix
+
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = obj.data.edit_bones
+    for name, (axis, degrees) in turns.items():
+        bone = eb[name]
+        pivot = bone.head.copy()
+        R = Matrix.Translation(pivot) @ Matrix.Rotation(math.radians(degrees), 4, "XYZ"[axis]) @ \
+            Matrix.Translation(-pivot)
+        for b in [bone] + [c for c in bone.children_recursive]:
+            b.transform(R)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return obj
+
+
 def metarig_scene(bpy, frames=range(1, 49), time_limit=0.01, move=None):
     """(armature, frames): the human metarig under a new unconnected ``root`` bone that walks 2 m along Y and
     turns 30 degrees, arms and legs swinging; goals on hands and feet."""
