@@ -88,14 +88,35 @@ class FBIK_Feet(bpy.types.PropertyGroup):
                                          "(kept for inspection)")
 
 
+def _is_armature(_self, obj):
+    return obj.type == "ARMATURE"
+
+
+class FBIK_Retarget(bpy.types.PropertyGroup):
+    """Retargeting settings, kept on the character (the target armature)."""
+
+    source: PointerProperty(name="Source", type=bpy.types.Object, poll=_is_armature,
+                            description="The armature whose action is retargeted onto this one")
+    root: EnumProperty(name="Root", default="scaled", items=[
+        ("scaled", "Scaled", "The pelvis travels as the source's, scaled by the ratio of hip heights"),
+        ("kept", "Kept", "The pelvis travels as the source's, in world units"),
+        ("in_place", "In Place", "The pelvis stays over its rest place (its height follows the motion)")],
+        description="How the pelvis travels")
+    ik: BoolProperty(name="Plant Contacts", default=True,
+                     description="Plant the source's contacts on the floor (or the terrain) with the foot placement")
+    terrain: PointerProperty(name="Terrain", type=bpy.types.Object, poll=_is_mesh,
+                             description="Plant the contacts on this mesh (default: the character's floor)")
+
+
 class FBIK_Props(bpy.types.PropertyGroup):
     goals: CollectionProperty(type=FBIK_Goal)
     feet: PointerProperty(type=FBIK_Feet)
+    retarget: PointerProperty(type=FBIK_Retarget)
     active_goal: IntProperty(name="Active Goal", default=0)
     settings: PointerProperty(type=FBIK_Settings)
 
 
-CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Feet, FBIK_Props)
+CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Feet, FBIK_Retarget, FBIK_Props)
 
 
 def register():

@@ -2,9 +2,9 @@
 """Blender operators (``bpy.ops.fullbody_ik.*``). Thin: gather from context, call the rig bridge, report."""
 
 from ..registration import register_modules, unregister_modules
-from . import bake, drag, feet, goals, solve
+from . import bake, drag, feet, goals, retarget, solve
 
-_modules = (goals, solve, drag, bake, feet)
+_modules = (goals, solve, drag, bake, feet, retarget)
 
 
 def register():

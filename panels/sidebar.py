@@ -158,6 +158,47 @@ class FULLBODY_IK_PT_feet(bpy.types.Panel):
             layout.label(text=line)
 
 
+class FULLBODY_IK_PT_retarget(bpy.types.Panel):
+    """Retargeting onto the active armature: the source, the bones mapped (with how sure the mapping is), the
+    settings, the last result."""
+
+    bl_label = "Retarget"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Full-Body IK"
+    bl_parent_id = "FULLBODY_IK_PT_sidebar"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
+        from ..rig import RigError
+        from ..rig.footplant import feet_report_summary
+        from ..rig.humanoid import map_humanoid
+
+        layout = self.layout
+        obj = context.active_object
+        props = obj.fullbody_ik.retarget
+        layout.prop(props, "source")
+        layout.prop(props, "root")
+        layout.prop(props, "ik")
+        if props.ik:
+            layout.prop(props, "terrain")
+        col = layout.column(align=True)
+        try:
+            ht = map_humanoid(obj)
+            hs = map_humanoid(props.source) if props.source is not None else None
+            for role in sorted(ht.roles):
+                source = f"{hs.bone(role) or '-'} -> " if hs is not None else ""
+                sure = min(ht.confidence.get(role, 1.0), hs.confidence.get(role, 1.0) if hs else 1.0)
+                col.label(text=f"{role}: {source}{ht.roles[role]} ({100 * sure:.0f} %)",
+                          icon="BONE_DATA" if sure >= 1.0 else "QUESTION")
+        except RigError as e:
+            col.label(text=str(e)[:120], icon="ERROR")
+        layout.operator("fullbody_ik.retarget", icon="ARMATURE_DATA")
+        ad = obj.animation_data
+        for line in feet_report_summary(ad.action if ad is not None else None):
+            layout.label(text=line)
+
+
 def install_presets():
     """Copy the bundled presets into the user's preset folder once (Blender lists presets from there)."""
     target = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", PRESET_SUBDIR), create=True)
@@ -169,7 +210,7 @@ def install_presets():
 
 
 CLASSES = (FULLBODY_IK_UL_goals, FULLBODY_IK_MT_solver_presets, FULLBODY_IK_OT_solver_preset_add,
-           FULLBODY_IK_PT_sidebar, FULLBODY_IK_PT_feet)
+           FULLBODY_IK_PT_sidebar, FULLBODY_IK_PT_feet, FULLBODY_IK_PT_retarget)
 
 
 def register():

@@ -102,3 +102,24 @@ def test_retarget_through_the_command_line(tmp_path):
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-object", "nobody")
     assert proc.returncode == 1 and "no armature named 'nobody'" in proc.stderr
     assert not (tmp_path / "x.blend").exists()
+
+
+def test_the_operator_retargets_onto_the_active_armature_with_the_panels_settings():
+    scenes.fresh(bpy)
+    source, first, last = scenes.import_cmu(bpy, "02_01")
+    source.animation_data.action.frame_range = (first, first + 40)  # a short clip, the operator's default range
+    source.animation_data.action.use_frame_range = True
+    target = scenes.metarig(bpy)
+    bpy.context.view_layer.objects.active = target
+    props = target.fullbody_ik.retarget
+    with pytest.raises(RuntimeError, match="pick the source armature"):  # no source yet: says so, changes nothing
+        bpy.ops.fullbody_ik.retarget()
+    assert target.animation_data is None or target.animation_data.action is None
+    props.source = source
+    assert bpy.ops.fullbody_ik.retarget() == {"FINISHED"}
+    action = target.animation_data.action
+    assert action.name == f"{source.animation_data.action.name} on {target.name}"
+    assert int(action.frame_range[0]) == first and int(action.frame_range[1]) == first + 40
+    from fullbody_ik.panels.sidebar import FULLBODY_IK_PT_retarget  # the panel draws the mapping without error
+
+    assert FULLBODY_IK_PT_retarget.bl_label == "Retarget"
