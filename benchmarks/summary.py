@@ -119,6 +119,14 @@ def section():
                      "aims: penetration <= 1 mm, float <= 5 mm, sole normal <= 3 deg, skate <= the source's, "
                      "leg acceleration <= 1.5x the source's, swing clearance >= the source's, time per frame <= the "
                      "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
+    r = load("retarget")
+    if r:
+        parts.append("**Retargeting onto other characters** (`" + r["command"] + f"`, {r['machine']['date']}; at the "
+                     "source's contact frames, lengths for a 0.9 m hip height; copy: rest poses aligned, root "
+                     "scaled, no contacts planted (plain rotation copy at its best); ours: the same, then the "
+                     "contacts planted; aims: skate <= the source's scaled, toes within 2 mm of the floor at "
+                     "contacts, no limit violations, leg acceleration <= 1.5x the source's, time per frame <= the "
+                     "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
     r = load("drag_step")
     if r:
         rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %",

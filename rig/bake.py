@@ -320,8 +320,9 @@ class Baker:
         self.columns, self.labels, self.units = self.goals.columns, self.goals.labels, self.goals.units
         self.goal_index = self.goals.goal_index
         try:
+            # A rescue (more time, once) only for a frame about to fail the job: a goal off by more than max_error.
             self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity,
-                                            rescue=options.rescue)
+                                            rescue=options.rescue, rescue_error=options.max_error / world_scale(obj))
         except ValueError as e:  # an unknown method or option
             raise RigError(str(e)) from None
         self.method = self.tracker.method

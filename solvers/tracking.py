@@ -9,8 +9,8 @@ benchmarks), solved with one policy, so what the benchmarks measure is what user
   early when the goals' error stops falling (``stall``); when goals are still unmet, a polish without the
   continuity goal from where that led, restarting near the best answer (local methods) within what is left
   of the frame's budget (at least a third of it), so a frame takes about the budget, not twice. With
-  ``rescue`` (the foot placement's), a frame still short gets one more solve of that many budgets: rare frames
-  near a leg's full stretch, which the budget left 1 cm off.
+  ``rescue`` (the foot placement's), a frame with a goal still off by more than ``rescue_error`` (the job's
+  max error) gets one more solve of that many budgets: rare frames near a leg's full stretch, left 1 cm off.
 """
 
 import time
@@ -32,7 +32,7 @@ class Tracker:
     it to the pose it starts from)."""
 
     def __init__(self, tree, method="lm", time_limit=0.01, continuity=1e-4, seed=0, previous=None, rescue=0.0,
-                 **options):
+                 rescue_error=0.0, **options):
         self.record = method_record(method)
         self.record.check_options(options)
         if not time_limit > 0:
@@ -42,7 +42,8 @@ class Tracker:
         self.tree, self.method, self.time_limit = tree, method, float(time_limit)
         self.continuity, self.seed, self.options = float(continuity), int(seed), options
         self.previous = None if previous is None else np.asarray(previous, dtype=float)
-        self.rescue = float(rescue)  # a frame still short after its budget: one more solve, this many budgets
+        self.rescue = float(rescue)  # a frame still short after its budget: one more solve, this many budgets,
+        self.rescue_error = float(rescue_error)  # when a goal is still off by more than this (tree units)
         self.frames = 0
 
     def _solve(self, objectives, seed_q, time_limit, rng, **kw):
@@ -87,7 +88,8 @@ class Tracker:
         polish = self._solve(objectives, res.q, left, rng, **near)
         best = polish if (polish.success, -polish.cost) > (res.success, -res.cost) else \
             _without_continuity(res, len(objectives))
-        if not best.success and self.rescue > 0:  # rare hard frames (a leg near full stretch): more time, once
+        far = any(np.isfinite(o.tolerance) and e > self.rescue_error for o, e in zip(objectives, best.errors))
+        if not best.success and self.rescue > 0 and far:  # rare hard frames (a leg near full stretch): more time
             more = self._solve(objectives, best.q, self.rescue * tl, rng + 7919, **near)
             if (more.success, -more.cost) > (best.success, -best.cost):
                 return more
