@@ -111,6 +111,9 @@ def parser(inside_blender=False):
     rt.add_argument("--source-object", help="the source armature, when the motion's file has several")
     rt.add_argument("--target-object", help="the character's armature, when its file has several")
     rt.add_argument("--action", help="the source's clip to use, when it has several (default: its active one)")
+    rt.add_argument("--source-map", metavar="MAP.json", help="the source's bone map (a saved preset's JSON; "
+                                                             "default: a preset whose bones it has, else found)")
+    rt.add_argument("--target-map", metavar="MAP.json", help="the character's bone map, likewise")
     rt.add_argument("--frames", help="FIRST-LAST of the source (default: its action's range)")
     rt.add_argument("--root", choices=("scaled", "kept", "in_place"), default="scaled",
                     help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
@@ -386,6 +389,21 @@ def _pick_armature(objects, name, what, option):
     raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(o.name) for o in arms)})")
 
 
+def _bone_map(path):
+    """{role: bone} from a bone map JSON ({"roles": {...}} as saved, or the roles alone), or None."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the bone map {path}: {e}") from None
+    roles = data.get("roles", data) if isinstance(data, dict) else None
+    if not isinstance(roles, dict) or not all(isinstance(v, str) for v in roles.values()):
+        raise UsageError(f"the bone map {path} is not {{\"roles\": {{ROLE: BONE, ...}}}}")
+    return roles
+
+
 def run_retarget(args):
     """One retargeting; returns the JSON-able result. Raises UsageError or Failure."""
     import bpy
@@ -394,6 +412,7 @@ def run_retarget(args):
     from .rig.retarget import RetargetOptions, retarget
 
     frames = parse_frames(args.frames) if args.frames else (None, None)
+    maps = _bone_map(args.source_map), _bone_map(args.target_map)  # bad maps refused before anything is loaded
     output = args.output or default_output(args.target, command="retarget")
     _check_writable(output, "the output")
     if args.report:
@@ -418,7 +437,7 @@ def run_retarget(args):
         _use_action(source, args.action)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
-                              args.time_limit or 0.0)
+                              args.time_limit or 0.0, *maps)
     try:
         report = retarget(bpy.context.scene, source, target, options,
                           progress=_progress(target, "retargeting onto"))

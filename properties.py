@@ -88,6 +88,15 @@ class FBIK_Feet(bpy.types.PropertyGroup):
                                          "(kept for inspection)")
 
 
+class FBIK_BoneRole(bpy.types.PropertyGroup):
+    """One row of an armature's bone map: a humanoid role and the bone that plays it."""
+
+    role: StringProperty(name="Role")
+    bone: StringProperty(name="Bone", description="The bone that plays this role (empty: none)")
+    confidence: FloatProperty(name="Confidence", min=0.0, max=1.0, default=1.0,
+                              description="How sure the automatic mapping was (1 when a preset or you set it)")
+
+
 def _is_armature(_self, obj):
     return obj.type == "ARMATURE"
 
@@ -112,11 +121,13 @@ class FBIK_Props(bpy.types.PropertyGroup):
     goals: CollectionProperty(type=FBIK_Goal)
     feet: PointerProperty(type=FBIK_Feet)
     retarget: PointerProperty(type=FBIK_Retarget)
+    bone_map: CollectionProperty(type=FBIK_BoneRole)
+    active_role: IntProperty(name="Active Role", default=0)
     active_goal: IntProperty(name="Active Goal", default=0)
     settings: PointerProperty(type=FBIK_Settings)
 
 
-CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Feet, FBIK_Retarget, FBIK_Props)
+CLASSES = (FBIK_Goal, FBIK_Settings, FBIK_Feet, FBIK_BoneRole, FBIK_Retarget, FBIK_Props)
 
 
 def register():

@@ -54,7 +54,106 @@ class FULLBODY_IK_OT_retarget(bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (FULLBODY_IK_OT_retarget,)
+ROLE_ORDER = ("pelvis", "chest", "neck", "head") + tuple(
+    f"{s} {r}" for s in ("left", "right") for r in ("thigh", "shin", "foot", "toe", "shoulder", "upper_arm", "forearm",
+                                                   "hand"))
+
+
+def fill_bone_map(obj, humanoid):
+    """The armature's editable bone map set to a Humanoid's roles (every role listed, empty when none)."""
+    rows = obj.fullbody_ik.bone_map
+    rows.clear()
+    for role in ROLE_ORDER:
+        row = rows.add()
+        row.role, row.bone = role, humanoid.roles.get(role, "")
+        row.confidence = humanoid.confidence.get(role, 0.0 if not row.bone else 1.0)
+
+
+class FULLBODY_IK_OT_bone_map_fill(bpy.types.Operator):
+    """List the active armature's bone map for editing: from a preset whose bones it has, else found from its
+    hierarchy and names"""
+
+    bl_idname = "fullbody_ik.bone_map_fill"
+    bl_label = "Map Bones"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.active_object is not None and context.active_object.type == "ARMATURE"
+
+    def execute(self, context):
+        from ..rig.humanoid import map_humanoid
+
+        obj = context.active_object
+        try:
+            h = map_humanoid(obj)
+        except RigError as e:
+            self.report({"ERROR"}, f"nothing was changed: {e}")
+            return {"CANCELLED"}
+        fill_bone_map(obj, h)
+        self.report({"INFO"}, f"{len(h.roles)} roles mapped ({h.source})")
+        return {"FINISHED"}
+
+
+class FULLBODY_IK_OT_bone_map_clear(bpy.types.Operator):
+    """Forget the active armature's edited bone map (retargeting then maps it again by itself)"""
+
+    bl_idname = "fullbody_ik.bone_map_clear"
+    bl_label = "Clear Bone Map"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.active_object is not None and context.active_object.type == "ARMATURE"
+
+    def execute(self, context):
+        context.active_object.fullbody_ik.bone_map.clear()
+        return {"FINISHED"}
+
+
+class FULLBODY_IK_OT_bone_map_save(bpy.types.Operator):
+    """Save the active armature's bone map as a preset: skeletons with the same bones use it from then on"""
+
+    bl_idname = "fullbody_ik.bone_map_save"
+    bl_label = "Save Bone Map"
+
+    name: bpy.props.StringProperty(name="Name", description="The preset's name")
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.active_object
+        return obj is not None and obj.type == "ARMATURE" and len(obj.fullbody_ik.bone_map) > 0
+
+    def invoke(self, context, event):
+        self.name = self.name or context.active_object.name
+        return context.window_manager.invoke_props_dialog(self)
+
+    def execute(self, context):
+        import json
+        import os
+        import re
+
+        from ..rig.humanoid import from_roles
+
+        obj = context.active_object
+        roles = {r.role: r.bone for r in obj.fullbody_ik.bone_map if r.bone}
+        try:
+            from_roles(obj, roles)  # a map that cannot work is not saved
+        except RigError as e:
+            self.report({"ERROR"}, f"not saved: {e}")
+            return {"CANCELLED"}
+        name = self.name.strip() or obj.name
+        folder = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", "fullbody_ik", "bone_maps"),
+                                         create=True)
+        path = os.path.join(folder, re.sub(r"[^\w.-]+", "_", name) + ".json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"name": name, "roles": roles}, f, indent=1)
+        self.report({"INFO"}, f"bone map {name!r} saved to {path}")
+        return {"FINISHED"}
+
+
+CLASSES = (FULLBODY_IK_OT_retarget, FULLBODY_IK_OT_bone_map_fill, FULLBODY_IK_OT_bone_map_clear,
+           FULLBODY_IK_OT_bone_map_save)
 
 
 def register():

@@ -158,6 +158,15 @@ class FULLBODY_IK_PT_feet(bpy.types.Panel):
             layout.label(text=line)
 
 
+class FULLBODY_IK_UL_bone_map(bpy.types.UIList):
+    """A role and the bone that plays it (picked from the armature's bones), unsure ones marked."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.label(text=item.role, icon="BONE_DATA" if item.confidence >= 1.0 else "QUESTION")
+        row.prop_search(item, "bone", context.active_object.data, "bones", text="")
+
+
 class FULLBODY_IK_PT_retarget(bpy.types.Panel):
     """Retargeting onto the active armature: the source, the bones mapped (with how sure the mapping is), the
     settings, the last result."""
@@ -182,17 +191,24 @@ class FULLBODY_IK_PT_retarget(bpy.types.Panel):
         layout.prop(props, "ik")
         if props.ik:
             layout.prop(props, "terrain")
-        col = layout.column(align=True)
-        try:
-            ht = map_humanoid(obj)
-            hs = map_humanoid(props.source) if props.source is not None else None
-            for role in sorted(ht.roles):
-                source = f"{hs.bone(role) or '-'} -> " if hs is not None else ""
-                sure = min(ht.confidence.get(role, 1.0), hs.confidence.get(role, 1.0) if hs else 1.0)
-                col.label(text=f"{role}: {source}{ht.roles[role]} ({100 * sure:.0f} %)",
-                          icon="BONE_DATA" if sure >= 1.0 else "QUESTION")
-        except RigError as e:
-            col.label(text=str(e)[:120], icon="ERROR")
+        fb = obj.fullbody_ik
+        if len(fb.bone_map):  # this character's map, edited by hand
+            layout.label(text="Bone map (this armature):")
+            layout.template_list("FULLBODY_IK_UL_bone_map", "", fb, "bone_map", fb, "active_role", rows=6)
+            row = layout.row(align=True)
+            row.operator("fullbody_ik.bone_map_save", icon="FILE_TICK")
+            row.operator("fullbody_ik.bone_map_clear", icon="X")
+        else:
+            col = layout.column(align=True)
+            try:
+                ht = map_humanoid(obj)
+                col.label(text=f"Mapped: {len(ht.roles)} roles ({ht.source})", icon="BONE_DATA")
+                low = [r for r, c in ht.confidence.items() if c < 1.0]
+                if low:
+                    col.label(text=f"Unsure: {', '.join(sorted(low))[:80]}", icon="QUESTION")
+            except RigError as e:
+                col.label(text=str(e)[:120], icon="ERROR")
+            layout.operator("fullbody_ik.bone_map_fill", icon="GROUP_BONE")
         layout.operator("fullbody_ik.retarget", icon="ARMATURE_DATA")
         ad = obj.animation_data
         for line in feet_report_summary(ad.action if ad is not None else None):
@@ -210,7 +226,7 @@ def install_presets():
 
 
 CLASSES = (FULLBODY_IK_UL_goals, FULLBODY_IK_MT_solver_presets, FULLBODY_IK_OT_solver_preset_add,
-           FULLBODY_IK_PT_sidebar, FULLBODY_IK_PT_feet, FULLBODY_IK_PT_retarget)
+           FULLBODY_IK_PT_sidebar, FULLBODY_IK_PT_feet, FULLBODY_IK_UL_bone_map, FULLBODY_IK_PT_retarget)
 
 
 def register():

@@ -8,6 +8,8 @@ the chest where the arms meet, the spine between them and the neck and head abov
 carries a confidence: 1 when hierarchy and name agree, lower when only one of them tells.
 """
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -35,6 +37,7 @@ class Humanoid:
     roles: dict  # role -> bone name ("pelvis", "chest", "neck", "head", "left thigh", ...)
     spine: list  # bones from the pelvis (excluded) to the chest (included), in order
     confidence: dict = field(default_factory=dict)  # role -> 0..1
+    source: str = "found"  # "found" (hierarchy and names), "preset 'NAME'", or "given"
 
     def bone(self, role):
         return self.roles.get(role, "")
@@ -92,8 +95,80 @@ def find_hands(obj):
     return {s: v[1] for s, v in found.items()}
 
 
-def map_humanoid(obj):
-    """The Humanoid of an armature, or a RigError saying what is missing."""
+BUNDLED_MAPS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "bone_maps")
+REQUIRED = ("pelvis", "chest") + tuple(f"{s} {r}" for s in SIDES for r in ("thigh", "shin", "foot", "upper_arm",
+                                                                          "forearm", "hand"))
+
+
+def bone_map_folders():
+    """Where bone maps are read from: the user's own folder (saved from the panel) first, then the bundled ones."""
+    folders = []
+    try:
+        import bpy
+
+        user = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", "fullbody_ik", "bone_maps"))
+        if user:
+            folders.append(user)
+    except (ImportError, AttributeError):
+        pass
+    return folders + [BUNDLED_MAPS]
+
+
+def bone_maps():
+    """[(name, {role: bone})] of every bone map preset (JSON: {"name": ..., "roles": {role: bone}})."""
+    out, seen = [], set()
+    for folder in bone_map_folders():
+        if not os.path.isdir(folder):
+            continue
+        for file in sorted(os.listdir(folder)):
+            if not file.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(folder, file), encoding="utf-8") as f:
+                    data = json.load(f)
+                name, roles = str(data["name"]), dict(data["roles"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a broken preset is skipped, not fatal
+            if name not in seen:
+                seen.add(name)
+                out.append((name, roles))
+    return out
+
+
+def from_roles(obj, roles, source="given"):
+    """A Humanoid from a {role: bone} map (a preset, or the user's edited one); RigError naming what is missing
+    or not a bone of the armature."""
+    bones = obj.data.bones
+    missing = [r for r in REQUIRED if not roles.get(r)]
+    if missing:
+        raise RigError(f"the bone map for {obj.name!r} lacks {', '.join(missing)}")
+    absent = [f"{r}: {b!r}" for r, b in roles.items() if b and b not in bones]
+    if absent:
+        raise RigError(f"the bone map names bones {obj.name!r} does not have ({', '.join(absent[:6])})")
+    pelvis, chest = roles["pelvis"], roles["chest"]
+    if pelvis not in {p.name for p in bones[chest].parent_recursive}:
+        raise RigError(f"the bone map's chest {chest!r} is not above its pelvis {pelvis!r}")
+    spine = [b.name for b in reversed(_chain_up(bones[chest], pelvis))]
+    roles = {r: b for r, b in roles.items() if b}
+    return Humanoid(obj.name, roles, spine, {r: 1.0 for r in roles}, source)
+
+
+def map_humanoid(obj, roles=None):
+    """The Humanoid of an armature: from ``roles`` when given (the user's map), else from the first bone map
+    preset whose bones it has, else found from hierarchy and names; RigError saying what is missing."""
+    if roles:
+        return from_roles(obj, roles)
+    for name, preset in bone_maps():
+        if all(b in obj.data.bones for b in preset.values() if b) and all(preset.get(r) for r in REQUIRED):
+            try:
+                return from_roles(obj, preset, f"preset {name!r}")
+            except RigError:
+                continue
+    return find_humanoid(obj)
+
+
+def find_humanoid(obj):
+    """The Humanoid of an armature found from hierarchy and names, or a RigError saying what is missing."""
     bones = obj.data.bones
     missing = []
     try:

@@ -33,6 +33,8 @@ class RetargetOptions:
     terrain: list = field(default_factory=list)  # terrain objects for the contacts (default: the target's floor)
     max_error: float = 0.01
     time_limit: float = 0.0
+    source_roles: dict = None  # {role: bone} maps given by hand (default: each armature's own, else found)
+    target_roles: dict = None
 
 
 def _unit(v):
@@ -85,6 +87,18 @@ class _Skeleton:
             up = np.array([0.0, 0.0, 1.0])
             out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
         return out
+
+
+def humanoid_feet(obj, h):
+    """The feet (rig.feet.Foot: sole points, a root-parented foot's leg) of a mapped humanoid."""
+    return find_feet(obj, ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES))
+
+
+def stored_roles(obj):
+    """The bone map kept on an armature (edited in the Retarget panel), or None."""
+    props = getattr(obj, "fullbody_ik", None)
+    rows = props.bone_map if props is not None else ()
+    return {r.role: r.bone for r in rows} if len(rows) else None
 
 
 def _pairs(hs, ht):
@@ -166,7 +180,8 @@ def retarget(scene, source, target, options=None, progress=None):
     if last < first:
         raise RigError(f"inverted frame range {first}-{last}")
     frames = list(range(first, last + 1))
-    hs, ht = map_humanoid(source), map_humanoid(target)
+    hs = map_humanoid(source, options.source_roles or stored_roles(source))
+    ht = map_humanoid(target, options.target_roles or stored_roles(target))
     S, T = _Skeleton(source, hs), _Skeleton(target, ht)
     pairs = _pairs(hs, ht)
     before_frame = scene.frame_current
@@ -200,7 +215,7 @@ def retarget(scene, source, target, options=None, progress=None):
         raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
     # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
     detached = {}
-    for foot in find_feet(target):
+    for foot in humanoid_feet(target, ht):
         if foot.shin and foot.ankle in keyed:
             detached[foot.ankle] = (foot.shin, float(target.data.bones[foot.shin].length))
     t_feet = [ht.bone(f"{s} foot") for s in SIDES]
@@ -297,14 +312,14 @@ def retarget(scene, source, target, options=None, progress=None):
             write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
     report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0)
     if options.ik:
-        report.feet = _plant(scene, source, target, action, slot, frames, options, pelvis_world, progress)
+        report.feet = _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress)
         report.action = target.animation_data.action.name
     scene.frame_set(before_frame)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _plant(scene, source, target, action, slot, frames, options, pelvis_world, progress):
+def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress):
     """The source's contacts (detected, or its contact channels) keyed on the target's new action, then planted
     by the foot placement on the terrain given, or on the target's floor (a plane made for it and removed);
     the rotation copy is replaced by the planted action, which takes its name."""
@@ -312,7 +327,7 @@ def _plant(scene, source, target, action, slot, frames, options, pelvis_world, p
 
     from .footplant import FootOptions, SoleSampler, foot_placement, sample_motion, write_contacts
 
-    src_feet, tgt_feet = find_feet(source), find_feet(target)
+    src_feet, tgt_feet = humanoid_feet(source, hs), humanoid_feet(target, ht)
     motion = sample_motion(scene, source, src_feet, frames)
     sampler = SoleSampler(target, tgt_feet)
     where = {(src_feet[k].side, name): j for j, (k, name, _, _) in enumerate(motion.sampler.specs)}

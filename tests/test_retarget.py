@@ -101,6 +101,10 @@ def test_retarget_through_the_command_line(tmp_path):
     assert run("retarget", bvh, tmp_path / "missing.blend", "--output", tmp_path / "x.blend").returncode == 2
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-object", "nobody")
     assert proc.returncode == 1 and "no armature named 'nobody'" in proc.stderr
+    bad = tmp_path / "map.json"
+    bad.write_text('{"roles": ["not", "a", "map"]}')
+    proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-map", bad)
+    assert proc.returncode == 2 and "is not {\"roles\"" in proc.stderr
     assert not (tmp_path / "x.blend").exists()
 
 
@@ -123,3 +127,39 @@ def test_the_operator_retargets_onto_the_active_armature_with_the_panels_setting
     from fullbody_ik.panels.sidebar import FULLBODY_IK_PT_retarget  # the panel draws the mapping without error
 
     assert FULLBODY_IK_PT_retarget.bl_label == "Retarget"
+
+
+def test_bone_maps_come_from_presets_and_edits_and_are_saved():
+    """A skeleton with a preset's bones uses the preset; a map edited in the panel's list is what retargeting
+    uses; a saved map is a preset for skeletons with the same bones; a map that cannot work is refused."""
+    import json
+    import os
+
+    from fullbody_ik.rig import RigError
+    from fullbody_ik.rig.humanoid import bone_map_folders, from_roles
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    assert map_humanoid(source).source == "preset 'CMU BVH'"
+    target = scenes.metarig(bpy)
+    assert map_humanoid(target).source == "preset 'Rigify metarig'"
+    bpy.context.view_layer.objects.active = target
+    assert bpy.ops.fullbody_ik.bone_map_fill() == {"FINISHED"}
+    rows = {r.role: r for r in target.fullbody_ik.bone_map}
+    assert rows["left hand"].bone == "hand.L" and rows["left toe"].bone == "toe.L"
+    rows["left toe"].bone = rows["right toe"].bone = ""  # the user unmaps the toes
+    target.fullbody_ik.retarget.source = source
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 30, ik=False))
+    assert not any(role.endswith("toe") for role, _, _ in report.mapping)
+    with pytest.raises(RigError, match="lacks left hand"):
+        from_roles(target, {**{r.role: r.bone for r in target.fullbody_ik.bone_map}, "left hand": ""})
+    name = "fbik test map"
+    path = os.path.join(bone_map_folders()[0], "fbik_test_map.json")
+    try:
+        assert bpy.ops.fullbody_ik.bone_map_save(name=name) == {"FINISHED"}
+        assert json.load(open(path))["roles"]["left hand"] == "hand.L"
+        target.fullbody_ik.bone_map.clear()
+        assert map_humanoid(target).source == f"preset {name!r}"  # the user's own presets come first
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
