@@ -77,6 +77,29 @@ def _bake_options(p, command="bake"):
     p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
 
 
+def _retarget_options(rt):
+    """The retargeting's options (one source, or a batch of them)."""
+    rt.add_argument("--source-object", help="the source armature, when the motion's file has several")
+    rt.add_argument("--target-object", help="the character's armature, when its file has several")
+    rt.add_argument("--action", help="the source's clip to use, when it has several (default: its active one)")
+    rt.add_argument("--source-map", metavar="MAP.json", help="the source's bone map (a saved preset's JSON; "
+                                                             "default: a preset whose bones it has, else found)")
+    rt.add_argument("--target-map", metavar="MAP.json", help="the character's bone map, likewise")
+    rt.add_argument("--frames", help="FIRST-LAST of the source (default: its action's range)")
+    rt.add_argument("--root", choices=("scaled", "kept", "in_place"), default="scaled",
+                    help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
+    rt.add_argument("--terrain", help="OBJ[,OBJ...] in the character's file to plant the feet on (default: its floor)")
+    rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
+    rt.add_argument("--bvh-scale", type=float, default=1.0, metavar="S",
+                    help="a BVH source's length unit in metres (default 1; the motion is scaled to the character "
+                         "by hip heights anyway, except with --root kept)")
+    rt.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame of the contact solve")
+    rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
+                    help="a contact further off the floor fails the job (exit 1, result kept; default 0.01)")
+    rt.add_argument("--report", metavar="PATH.png", help="save a plot of the contacts before and after")
+    rt.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
+
+
 def _non_negative(text):
     try:
         value = float(text)
@@ -108,34 +131,22 @@ def parser(inside_blender=False):
     rt.add_argument("target", help="the character: a .blend, .fbx or .glb/.gltf file")
     rt.add_argument("--output", "-o", help="where to save the character with its new action (default: "
                                            "TARGET_retarget.blend beside TARGET)")
-    rt.add_argument("--source-object", help="the source armature, when the motion's file has several")
-    rt.add_argument("--target-object", help="the character's armature, when its file has several")
-    rt.add_argument("--action", help="the source's clip to use, when it has several (default: its active one)")
-    rt.add_argument("--source-map", metavar="MAP.json", help="the source's bone map (a saved preset's JSON; "
-                                                             "default: a preset whose bones it has, else found)")
-    rt.add_argument("--target-map", metavar="MAP.json", help="the character's bone map, likewise")
-    rt.add_argument("--frames", help="FIRST-LAST of the source (default: its action's range)")
-    rt.add_argument("--root", choices=("scaled", "kept", "in_place"), default="scaled",
-                    help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
-    rt.add_argument("--terrain", help="OBJ[,OBJ...] in the character's file to plant the feet on (default: its floor)")
-    rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
-    rt.add_argument("--bvh-scale", type=float, default=1.0, metavar="S",
-                    help="a BVH source's length unit in metres (default 1; the motion is scaled to the character "
-                         "by hip heights anyway, except with --root kept)")
-    rt.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame of the contact solve")
-    rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
-                    help="a contact further off the floor fails the job (exit 1, result kept; default 0.01)")
-    rt.add_argument("--report", metavar="PATH.png", help="save a plot of the contacts before and after")
-    rt.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
+    _retarget_options(rt)
     batch = sub.add_parser("batch", help="run a command on many files in parallel")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True)
-    for command, what in (("bake", "bake every file"), ("footplant", "plant the feet in every file")):
+    for command, what in (("bake", "bake every file"), ("footplant", "plant the feet in every file"),
+                          ("retarget", "retarget every motion file onto one character")):
         bb = batch_sub.add_parser(command, help=f"{what}, in parallel processes")
-        bb.add_argument("files", nargs="+", help=".blend files")
+        bb.add_argument("files", nargs="+", help=".blend files" if command != "retarget" else
+                        "motion files (.bvh, .fbx, .glb/.gltf, .blend)")
         bb.add_argument("--jobs", "-j", type=int, default=1, help="files worked on at once (default 1)")
         bb.add_argument("--output-dir", help="where results go (default: beside each file, as "
                                              f"NAME_{SUFFIX[command]}.blend)")
-        _bake_options(bb, command)
+        if command == "retarget":
+            bb.add_argument("--target", required=True, help="the character: a .blend, .fbx or .glb/.gltf file")
+            _retarget_options(bb)
+        else:
+            _bake_options(bb, command)
     return p
 
 
@@ -455,6 +466,18 @@ def _worker_command(file, args, output):
 
     command = args.batch_command
     binary = getattr(bpy.app, "binary_path", "")
+    if command == "retarget":  # a motion file onto the character: both named on the command line
+        cmd = ([binary, "-b", "-c", "fullbody_ik"] if binary and os.path.basename(
+            binary).lower().startswith("blender") else [sys.executable, "-m", "fullbody_ik"])
+        cmd += ["retarget", file, args.target, "--output", output, "--json", "--max-error", repr(args.max_error),
+                "--root", args.root, "--bvh-scale", repr(args.bvh_scale)]
+        for flag, value in (("--source-object", args.source_object), ("--target-object", args.target_object),
+                            ("--action", args.action), ("--frames", args.frames), ("--terrain", args.terrain),
+                            ("--time-limit", args.time_limit), ("--source-map", args.source_map),
+                            ("--target-map", args.target_map)):
+            if value is not None:
+                cmd += [flag, str(value)]
+        return cmd + (["--no-ik"] if args.no_ik else [])
     if binary and os.path.basename(binary).lower().startswith("blender"):
         cmd = [binary, "-b", file, "-c", "fullbody_ik", command]  # the user's extensions: ours is one
     else:
@@ -527,9 +550,15 @@ def summary_table(results):
     rows = [["file", "status", "frames", "met", "mean mm", "max mm", "ms/frame", "seconds"]]
     for r in results:
         if "report" in r:
-            s = r["report"]["summary"] if "summary" in r["report"] else r["report"]["bake"]["summary"]
+            rep = r["report"]
+            # a bake's summary, a foot placement's (its bake), a retargeting's (its contacts' bake, if planted)
+            s = rep.get("summary") or (rep.get("bake") or {}).get("summary") or \
+                ((rep.get("feet") or {}).get("bake") or {}).get("summary")
             status = "ok" if r["ok"] else f"FAILED ({r['exit']}): {r.get('error', '')}"
             mm = (lambda v: "-" if v is None else f"{v:.3f}")
+            if s is None:
+                rows.append([os.path.basename(r["file"]), status, "", "", "", "", "", f"{r['seconds']:.1f}"])
+                continue
             rows.append([os.path.basename(r["file"]), status, str(s["frames"]), str(s["solved_frames"]),
                          mm(s["mean_error_mm"]), mm(s["max_error_mm"]), f"{s['ms_per_frame']:.1f}",
                          f"{r['seconds']:.1f}"])

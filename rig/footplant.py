@@ -362,9 +362,28 @@ def plan(scene, obj, feet, terrain, frames, options):
             if not ok.any():
                 continue
             need = h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]
-            lifted = ~c & ok_all  # its lifted points (a heel coming off) follow the same motion, above the terrain
-            need = np.concatenate([need, h_all[lifted] - turned[lifted][:, 2]])
             turned[:, 2] += float(np.max(need))  # no contact point below the surface (bumps lift the sole)
+            # Its lifted points (a heel coming off, toes down at a heel strike) follow the same motion, above the
+            # terrain: a point that would go under it turns the foot about its contact points, not lift it whole
+            # (which would leave the contacts floating).
+            lifted = ~c & ok_all
+            under = h_all[lifted] - turned[lifted][:, 2]
+            if len(under) and under.max() > 0.0:
+                pivot = turned[c].mean(axis=0)
+                p = turned[lifted][int(np.argmax(under))]
+                arm = p - pivot
+                reach = float(np.linalg.norm(arm[:2]))
+                if reach > 1e-6:
+                    axis = np.cross(up, np.array([arm[0], arm[1], 0.0]) / reach)
+                    angle = float(np.arcsin(min(under.max() / reach, 1.0)))
+                    Rp = exp_so3(-angle * axis)  # raises the points on p's side of the pivot
+                    if (Rp @ arm)[2] < arm[2]:
+                        Rp = Rp.T
+                    turned = pivot + (turned - pivot) @ Rp.T
+                    R = Rp @ R
+                under = np.concatenate([[0.0], h_all[lifted] - turned[lifted][:, 2],
+                                        h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]])
+                turned[:, 2] += float(np.max(under))
             targets[t, cols] = turned
             turns[t] = R
         # Blend the swing into and out of each contact: the same rigid motion, a fraction of the contact's turn

@@ -163,3 +163,28 @@ def test_bone_maps_come_from_presets_and_edits_and_are_saved():
     finally:
         if os.path.exists(path):
             os.remove(path)
+
+
+def test_batch_retargets_many_motions_onto_one_character(tmp_path):
+    """`batch retarget A.bvh B.bvh --target CHARACTER.blend --output-dir OUT -j 2`: each motion in its own
+    process, each result saved; a motion that cannot be read fails alone and the batch says so (exit 1)."""
+    import json
+    import shutil
+
+    from test_cli import run
+
+    scenes.fresh(bpy)
+    scenes.metarig(bpy)
+    character = tmp_path / "character.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(character))
+    motions = [tmp_path / "walk.bvh", tmp_path / "run.bvh", tmp_path / "broken.bvh"]
+    shutil.copy(scenes.BVH + "/cmu_02_01.bvh", motions[0])
+    shutil.copy(scenes.BVH + "/cmu_02_03.bvh", motions[1])
+    motions[2].write_text("HIERARCHY\nnot a skeleton\n")
+    proc = run("batch", "retarget", *motions, "--target", character, "--output-dir", tmp_path / "out", "--jobs", "2",
+               "--frames", "2-40", "--json")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["failed"] == 1 and [r["ok"] for r in result["files"]] == [True, True, False]
+    assert (tmp_path / "out" / "walk_retarget.blend").exists() and (tmp_path / "out" / "run_retarget.blend").exists()
+    assert not (tmp_path / "out" / "broken_retarget.blend").exists()
