@@ -188,3 +188,22 @@ def test_batch_retargets_many_motions_onto_one_character(tmp_path):
     assert result["failed"] == 1 and [r["ok"] for r in result["files"]] == [True, True, False]
     assert (tmp_path / "out" / "walk_retarget.blend").exists() and (tmp_path / "out" / "run_retarget.blend").exists()
     assert not (tmp_path / "out" / "broken_retarget.blend").exists()
+
+
+def test_an_fbx_motion_with_several_clips_onto_a_glb_character(tmp_path):
+    """`retarget Quaternius.fbx mannequiny.glb --action Man_Walk`: a clip picked among the source's eleven, an
+    FBX source and a glTF character through the importers, as a user's files come."""
+    import json
+
+    from test_cli import run
+
+    fbx = scenes.ROOT + "/data/characters/Quaternius_Male_Casual.fbx"
+    glb = scenes.ROOT + "/data/characters/mannequiny.glb"
+    out = tmp_path / "walk_on_mannequiny.blend"
+    proc = run("retarget", fbx, glb, "--output", out, "--action", "HumanArmature|HumanArmature|Man_Walk", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)["report"]
+    assert report["source_action"].endswith("Man_Walk") and report["ok"]
+    assert len(report["mapping"]) >= 18
+    proc = run("retarget", fbx, glb, "--output", tmp_path / "x.blend", "--action", "Moonwalk")
+    assert proc.returncode == 1 and "Moonwalk" in proc.stderr and not (tmp_path / "x.blend").exists()
