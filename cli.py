@@ -90,6 +90,8 @@ def _retarget_options(rt):
                     help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
     rt.add_argument("--terrain", help="OBJ[,OBJ...] in the character's file to plant the feet on (default: its floor)")
     rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
+    rt.add_argument("--hands", action="store_true",
+                    help="hold the hands where the source's are from its pelvis (scaled), with the contacts")
     rt.add_argument("--bvh-scale", type=float, default=1.0, metavar="S",
                     help="a BVH source's length unit in metres (default 1; the motion is scaled to the character "
                          "by hip heights anyway, except with --root kept)")
@@ -448,7 +450,7 @@ def run_retarget(args):
         _use_action(source, args.action)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
-                              args.time_limit or 0.0, *maps)
+                              args.time_limit or 0.0, args.hands, *maps)
     try:
         report = retarget(bpy.context.scene, source, target, options,
                           progress=_progress(target, "retargeting onto"))
@@ -477,7 +479,7 @@ def _worker_command(file, args, output):
                             ("--target-map", args.target_map)):
             if value is not None:
                 cmd += [flag, str(value)]
-        return cmd + (["--no-ik"] if args.no_ik else [])
+        return cmd + (["--no-ik"] if args.no_ik else []) + (["--hands"] if args.hands else [])
     if binary and os.path.basename(binary).lower().startswith("blender"):
         cmd = [binary, "-b", file, "-c", "fullbody_ik", command]  # the user's extensions: ours is one
     else:

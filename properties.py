@@ -115,6 +115,9 @@ class FBIK_Retarget(bpy.types.PropertyGroup):
                      description="Plant the source's contacts on the floor (or the terrain) with the foot placement")
     terrain: PointerProperty(name="Terrain", type=bpy.types.Object, poll=_is_mesh,
                              description="Plant the contacts on this mesh (default: the character's floor)")
+    hands: BoolProperty(name="Hold Hands", default=False,
+                        description="Hold the hands where the source's are from its pelvis (scaled): hands that touch "
+                                    "the body or each other keep touching")
 
 
 class FBIK_Props(bpy.types.PropertyGroup):

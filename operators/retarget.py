@@ -38,7 +38,7 @@ class FULLBODY_IK_OT_retarget(bpy.types.Operator):
         options = RetargetOptions(
             self.frame_start if self.properties.is_property_set("frame_start") else None,
             self.frame_end if self.properties.is_property_set("frame_end") else None,
-            props.root, props.ik, [props.terrain.name] if props.terrain is not None else [])
+            props.root, props.ik, [props.terrain.name] if props.terrain is not None else [], hands=props.hands)
         try:
             with progress_bar(context) as progress:
                 report = retarget(context.scene, source, target, options, progress=progress)

@@ -191,6 +191,7 @@ class FULLBODY_IK_PT_retarget(bpy.types.Panel):
         layout.prop(props, "ik")
         if props.ik:
             layout.prop(props, "terrain")
+            layout.prop(props, "hands")
         fb = obj.fullbody_ik
         if len(fb.bone_map):  # this character's map, edited by hand
             layout.label(text="Bone map (this armature):")

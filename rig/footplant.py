@@ -44,6 +44,7 @@ class FootOptions:
     blend_frames: int = 3  # swing targets blend into and out of contacts over this many frames
     pelvis_smoothing: float = 0.3  # seconds: the pelvis offset is averaged over this window
     body_weight: float = 1e-4  # weight of staying on the source pose (displacement goal; radians vs metres)
+    held: dict = field(default_factory=dict)  # {bone: (F, 3) world targets of its head}: also held (not judged)
 
 
 def _channel(foot, point):
@@ -698,7 +699,7 @@ class FootGoals:
         self.pelvis_bone = pelvis
         # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle).
         self.detached = [(k, f.shin, float(obj.data.bones[f.shin].length)) for k, f in enumerate(feet) if f.shin]
-        bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached}
+        bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached} | set(options.held)
         bones |= {self.pelvis[0]} if self.pelvis else set()
         free = {f.ankle for f in feet if f.shin} | {control for control, _ in controls.values()}
         # Through controls, only the controls move: the mechanism above them (and the root) keeps its pose.
@@ -737,6 +738,8 @@ class FootGoals:
             # The body stays upright as the source's: the legs reach, the pelvis does not tip the torso (5 degrees
             # weigh like 9 mm at a contact).
             out.append(Orientation(self.pelvis_bone, self.plan.pelvis_rotation[i], weight=0.01, tolerance=np.inf))
+        for bone, targets in self.options.held.items():  # hands held where asked: soft, after the feet
+            out.append(Position(bone, local(targets[i]), weight=0.3, tolerance=2e-3 / self.unit))
         out.append(Displacement(q_anim, weight=self.options.body_weight))
         return out
 

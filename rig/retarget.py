@@ -33,6 +33,7 @@ class RetargetOptions:
     terrain: list = field(default_factory=list)  # terrain objects for the contacts (default: the target's floor)
     max_error: float = 0.01
     time_limit: float = 0.0
+    hands: bool = False  # hold the hands where the source's are relative to its pelvis (scaled)
     source_roles: dict = None  # {role: bone} maps given by hand (default: each armature's own, else found)
     target_roles: dict = None
 
@@ -125,6 +126,7 @@ class RetargetReport:
     seconds: float
     feet: object = None  # the foot placement's report, when contacts were planted
     warnings: list = field(default_factory=list)
+    hands_mm: tuple = None  # (mean, max) hand error when the hands were held
 
     @property
     def ok(self):
@@ -134,7 +136,7 @@ class RetargetReport:
         return {"source": self.source, "target": self.target, "source_action": self.source_action,
                 "action": self.action, "frames": [int(self.frames[0]), int(self.frames[-1])],
                 "mapping": [list(m) for m in self.mapping], "scale": self.scale, "seconds": self.seconds,
-                "ok": self.ok, "warnings": self.warnings,
+                "ok": self.ok, "warnings": self.warnings, "hands_mm": self.hands_mm,
                 "feet": self.feet.to_dict() if self.feet is not None else None}
 
     def plot(self, path):
@@ -149,6 +151,9 @@ class RetargetReport:
                  f"  action: {self.action!r} ({self.seconds:.1f} s)"]
         if self.feet is not None:
             lines += ["  " + line for line in self.feet.text().splitlines()[2:]]
+        if self.hands_mm is not None:
+            lines.append(f"  hands held where the source's are (scaled): {self.hands_mm[0]:.1f} mm off on average, "
+                         f"{self.hands_mm[1]:.1f} at most")
         lines += [f"  note: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -223,11 +228,13 @@ def retarget(scene, source, target, options=None, progress=None):
     ankles = np.zeros((len(frames), 2, 3))  # armature space, as computed (the pelvis not moved yet)
     pelvis_heads = np.zeros((len(frames), 3))
     source_heads = np.zeros((len(frames), 3))
+    source_hands = np.zeros((len(frames), 2, 3))
     feet_z = np.zeros(len(frames))
     for i, f in enumerate(frames):
         scene.frame_set(f)
         Rs, Ps = S.world()
         source_heads[i] = Ps[s_pelvis]
+        source_hands[i] = [Ps[S.index[hs.bone(f"{s} hand")]] for s in SIDES]
         feet_z[i] = min(Ps[k][2] for k in s_feet)
         if progress:
             progress(0.2 * (i + 1) / len(frames))  # the rotation copy: a fifth of the work
@@ -312,14 +319,31 @@ def retarget(scene, source, target, options=None, progress=None):
             write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
     report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0)
     if options.ik:
-        report.feet = _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress)
+        held = {}
+        if options.hands:  # each hand where the source's is from its pelvis, scaled, from the target's pelvis
+            for k, s in enumerate(SIDES):
+                held[ht.bone(f"{s} hand")] = pelvis_world + scale * (source_hands[:, k] - source_heads)
+        report.feet = _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress,
+                             held)
+        if held:
+            report.hands_mm = _held_error(scene, target, frames, held)
         report.action = target.animation_data.action.name
     scene.frame_set(before_frame)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress):
+def _held_error(scene, target, frames, held):
+    """(mean, max) distance in mm of the held bones' heads from their targets, as Blender shows the result."""
+    d = []
+    for i, f in enumerate(frames):
+        scene.frame_set(f)
+        for bone, targets in held.items():
+            d.append(np.linalg.norm(np.array(target.matrix_world @ target.pose.bones[bone].head) - targets[i]))
+    return (1e3 * float(np.mean(d)), 1e3 * float(np.max(d))) if d else None
+
+
+def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress, held=None):
     """The source's contacts (detected, or its contact channels) keyed on the target's new action, then planted
     by the foot placement on the terrain given, or on the target's floor (a plane made for it and removed);
     the rotation copy is replaced by the planted action, which takes its name."""
@@ -350,7 +374,7 @@ def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_
         names = [made.name]
     try:
         feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
-                                                         time_limit=options.time_limit),
+                                                         time_limit=options.time_limit, held=held or {}),
                              progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)
     finally:
         if made is not None:

@@ -207,3 +207,17 @@ def test_an_fbx_motion_with_several_clips_onto_a_glb_character(tmp_path):
     assert len(report["mapping"]) >= 18
     proc = run("retarget", fbx, glb, "--output", tmp_path / "x.blend", "--action", "Moonwalk")
     assert proc.returncode == 1 and "Moonwalk" in proc.stderr and not (tmp_path / "x.blend").exists()
+
+
+def test_hands_held_where_the_sources_are_from_its_pelvis():
+    """With hands held, each hand keeps the source's place from its pelvis (scaled) on a character of other
+    proportions (Quaternius: 2.3x the CMU walker, other arm lengths), the contacts still planted."""
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = scenes.import_quaternius(bpy)[0]
+    bpy.context.view_layer.update()
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 60, hands=True))
+    assert report.ok, report.text()
+    mean, worst = report.hands_mm
+    assert mean < 2 * report.scale and worst < 10 * report.scale, report.hands_mm  # mm of the target's units
+    assert "hands held" in report.text()
