@@ -185,6 +185,17 @@ def retarget(scene, source, target, options=None, progress=None):
     if last < first:
         raise RigError(f"inverted frame range {first}-{last}")
     frames = list(range(first, last + 1))
+    from .footplant import _driven
+
+    try:
+        t_feet = [f.ankle for f in find_feet(target)]
+    except RigError:
+        t_feet = []
+    driven = [b for b in t_feet if _driven(target, b)]
+    if driven:  # keys on them would be overridden: say so before anything is written
+        raise RigError(f"the character's bones ({', '.join(driven)}) follow constraints (a generated rig's deform "
+                       "bones): keys on them would be overridden; retarget onto the skeleton that is keyed (a "
+                       "Rigify rig's metarig), or bake the rig's constraints first")
     hs = map_humanoid(source, options.source_roles or stored_roles(source))
     ht = map_humanoid(target, options.target_roles or stored_roles(target))
     S, T = _Skeleton(source, hs), _Skeleton(target, ht)

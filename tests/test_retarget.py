@@ -221,3 +221,17 @@ def test_hands_held_where_the_sources_are_from_its_pelvis():
     mean, worst = report.hands_mm
     assert mean < 2 * report.scale and worst < 10 * report.scale, report.hands_mm  # mm of the target's units
     assert "hands held" in report.text()
+
+
+def test_a_character_whose_bones_follow_constraints_is_refused_before_anything_is_written():
+    """A generated Rigify rig: its deform bones follow the controls through constraints, so keys on them would
+    be overridden; refused with what to do, no action made."""
+    from fullbody_ik.rig import RigError
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    rig, _, _ = scenes.rigify_walk(bpy, frames=4)
+    actions = {a.name for a in bpy.data.actions}
+    with pytest.raises(RigError, match="follow constraints.*metarig"):
+        retarget(bpy.context.scene, source, rig, RetargetOptions(first, first + 10))
+    assert {a.name for a in bpy.data.actions} == actions
