@@ -70,7 +70,8 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.tracking
 	$(PY) -m fullbody_ik.benchmarks.bake
 	$(PY) -m fullbody_ik.benchmarks.solve_frames
-	$(PY) -m fullbody_ik.benchmarks.footplant --frames 200
+	$(PY) -m fullbody_ik.benchmarks.footplant --frames 240
+	$(PY) -m fullbody_ik.benchmarks.retarget --frames 240
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
 
