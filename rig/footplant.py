@@ -819,6 +819,7 @@ class FootReport:
     heights: dict = field(default_factory=dict)  # for the plot
     warnings: list = field(default_factory=list)
     snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
+    held_mm: tuple = None  # (mean, max) distance of the held bones from their targets, when some were held
 
     def to_dict(self):
         return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
@@ -966,9 +967,12 @@ def foot_placement(scene, obj, options, progress=None):
     both = np.flatnonzero(plan_.contacts.any(axis=1))
     shots = set(both[np.linspace(0, len(both) - 1, min(4, len(both))).astype(int)].tolist()) if len(both) else set()
     segments = {}
+    held = np.zeros((len(frames), len(options.held)))  # held bones' heads from their targets, as shown
     for i, f in enumerate(frames):
         scene.frame_set(f)
         result[i], result_rot[i] = sampler.sample(rotations=True)
+        for k, (bone, targets) in enumerate(options.held.items()):
+            held[i, k] = np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[bone].head) - targets[i])
         if i in shots:
             W = np.array(obj.matrix_world)
             segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3], (W @ np.append(np.array(pb.tail), 1.0))[:3])
@@ -995,7 +999,8 @@ def foot_placement(scene, obj, options, progress=None):
     report = FootReport(obj.name, action.name, source_action.name if source_action else "", frames,
                         [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
-                        time.perf_counter() - started, heights, plan_.warnings, snapshots)
+                        time.perf_counter() - started, heights, plan_.warnings, snapshots,
+                        (1e3 * float(held.mean()), 1e3 * float(held.max())) if held.size else None)
     if outside:
         report.warnings.append(f"{len(outside)} frames lie outside the action's range {a0:g}-{a1:g} "
                                f"({_ranges(outside)}): the pose there is the action's held end")

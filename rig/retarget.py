@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .armature import RigError, _matrices, rotation_channel, rotation_path
-from .footplant import _turn
+from .footplant import _driven, _turn
 from .feet import find_feet
 from .humanoid import SIDES, map_humanoid
 
@@ -185,8 +185,6 @@ def retarget(scene, source, target, options=None, progress=None):
     if last < first:
         raise RigError(f"inverted frame range {first}-{last}")
     frames = list(range(first, last + 1))
-    from .footplant import _driven
-
     try:
         t_feet = [f.ankle for f in find_feet(target)]
     except RigError:
@@ -202,99 +200,79 @@ def retarget(scene, source, target, options=None, progress=None):
     pairs = _pairs(hs, ht)
     before_frame = scene.frame_current
     scene.frame_set(first)
-    # Rest alignment A (world) per pair: the target's rest turned onto the source's.
     Rs_rest, _ = S.rest_world()
-    Rt_rest, _ = T.rest_world()
+    Rt_rest, t_rest_heads = T.rest_world()
+    # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
+    # the source's (world).
     fs, ft = S.body_frames(), T.body_frames()
-    align = {}
+    constant = {}
     for role, sb, tb in pairs:
-        if role in fs:
-            align[tb] = fs[role] @ ft[role].T
-        else:
-            align[tb] = _turn(_unit(Rt_rest[T.index[tb]][:, 1]), _unit(Rs_rest[S.index[sb]][:, 1]))
+        A = fs[role] @ ft[role].T if role in fs else \
+            _turn(_unit(Rt_rest[T.index[tb]][:, 1]), _unit(Rs_rest[S.index[sb]][:, 1]))
+        constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
     scale = 1.0 if options.root == "kept" else ht.hip_height(target) / max(hs.hip_height(source), 1e-9)
-    # Floors: the source's lowest sole over the clip, the target's in its rest.
     s_feet = [S.index[hs.bone(f"{s} foot")] for s in SIDES]
-    t_pelvis, s_pelvis = T.index[ht.bone("pelvis")], S.index[hs.bone("pelvis")]
-    _, t_heads = T.rest_world()
-    target_floor = min(float(t_heads[i][2]) for i in (T.index[ht.bone(f"{s} foot")] for s in SIDES))
+    s_hands = [S.index[hs.bone(f"{s} hand")] for s in SIDES]
+    s_pelvis = S.index[hs.bone("pelvis")]
+    target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)
     keyed = {tb for _, _, tb in pairs}
     keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
     order = sorted(keyed, key=lambda n: len(target.data.bones[n].parent_recursive))
     W_t = np.array(target.matrix_world)
     Rw_t = W_t[:3, :3] / np.linalg.norm(W_t[:3, :3], axis=0, keepdims=True)
     W_t_inv = np.linalg.inv(W_t)
-    rest_t = T.rest
-    basis = {n: np.zeros((len(frames), 4, 4)) for n in order}
     pname = ht.bone("pelvis")
     if target.data.bones[pname].use_connect:
         raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
-    # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
-    detached = {}
-    for foot in humanoid_feet(target, ht):
-        if foot.shin and foot.ankle in keyed:
-            detached[foot.ankle] = (foot.shin, float(target.data.bones[foot.shin].length))
-    t_feet = [ht.bone(f"{s} foot") for s in SIDES]
-    X_of = {n: np.zeros((len(frames), 4, 4)) for n in [pname, *detached]}  # pose with no basis of its own
-    ankles = np.zeros((len(frames), 2, 3))  # armature space, as computed (the pelvis not moved yet)
-    pelvis_heads = np.zeros((len(frames), 3))
-    source_heads = np.zeros((len(frames), 3))
-    source_hands = np.zeros((len(frames), 2, 3))
-    feet_z = np.zeros(len(frames))
+    # The source over the frames (world): its mapped bones' rotations, pelvis, hands, lower ankle.
+    F = len(frames)
+    Rs = np.zeros((F, len(S.names), 3, 3))
+    source_heads, source_hands, feet_z = np.zeros((F, 3)), np.zeros((F, 2, 3)), np.zeros(F)
     for i, f in enumerate(frames):
         scene.frame_set(f)
-        Rs, Ps = S.world()
-        source_heads[i] = Ps[s_pelvis]
-        source_hands[i] = [Ps[S.index[hs.bone(f"{s} hand")]] for s in SIDES]
-        feet_z[i] = min(Ps[k][2] for k in s_feet)
+        Rs[i], Ps = S.world()
+        source_heads[i], source_hands[i], feet_z[i] = Ps[s_pelvis], Ps[s_hands], Ps[s_feet, 2].min()
         if progress:
-            progress(0.2 * (i + 1) / len(frames))  # the rotation copy: a fifth of the work
-        desired = {tb: Rs[S.index[sb]] @ Rs_rest[S.index[sb]].T @ align[tb] @ Rt_rest[T.index[tb]]
-                   for _, sb, tb in pairs}
-        pose = {}
-        for name in order:
-            b = target.data.bones[name]
-            k = T.index[name]
-            X = pose[b.parent.name] @ np.linalg.inv(rest_t[T.index[b.parent.name]]) @ rest_t[k] if b.parent else \
-                rest_t[k].copy()
-            B = np.eye(4)
-            if name in desired:
-                Ra = Rw_t.T @ desired[name]  # armature space
-                Xr = X[:3, :3] / np.linalg.norm(X[:3, :3], axis=0, keepdims=True)
-                B[:3, :3] = Xr.T @ Ra
-            basis[name][i] = B
-            pose[name] = X @ B
-            if name in X_of:
-                X_of[name][i] = X
-        pelvis_heads[i] = pose[pname][:3, 3]
-        for k, name in enumerate(t_feet):
-            if name in detached:
-                shin, length = detached[name]
-                ankles[i, k] = (pose[shin] @ np.array([0.0, length, 0.0, 1.0]))[:3]
-            else:
-                ankles[i, k] = pose[name][:3, 3]
-    source_floor = float(np.percentile(feet_z, 1)) if len(feet_z) else 0.0
+            progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
+    # The target's bases, from the root down, every frame at once: X is a bone's pose with no basis of its own
+    # (its parent's pose carried to it), B its basis turning it to the world rotation wanted.
+    rest_t = T.rest
+    pose, X_of, basis = {}, {}, {}
+    for name in order:
+        b = target.data.bones[name]
+        k = T.index[name]
+        X = pose[b.parent.name] @ (np.linalg.inv(rest_t[T.index[b.parent.name]]) @ rest_t[k]) if b.parent else \
+            np.broadcast_to(rest_t[k], (F, 4, 4)).copy()
+        B = np.broadcast_to(np.eye(4), (F, 4, 4)).copy()
+        if name in constant:
+            j, C = constant[name]
+            Xr = X[:, :3, :3] / np.linalg.norm(X[:, :3, :3], axis=1, keepdims=True)
+            B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ (Rs[:, j] @ C))  # armature space
+        basis[name], X_of[name], pose[name] = B, X, X @ B
+    # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
+    detached = {f.ankle: f.shin for f in humanoid_feet(target, ht) if f.shin and f.ankle in keyed}
+    t_feet = [ht.bone(f"{s} foot") for s in SIDES]
+    tail = lambda shin: (pose[shin] @ np.array([0.0, target.data.bones[shin].length, 0.0, 1.0]))[:, :3]  # noqa: E731
+    ankles = np.stack([tail(detached[n]) if n in detached else pose[n][:, :3, 3] for n in t_feet], axis=1)
+    pelvis_heads = pose[pname][:, :3, 3]  # armature space, the pelvis not moved yet
+    source_floor = float(np.percentile(feet_z, 1)) if F else 0.0
     # The pelvis travels as the source's from its first frame, scaled (or not, or not at all); its height puts
     # the target's lower ankle over its floor as high as the source's (scaled) is over the source's floor.
-    _, t_rest_heads = T.rest_world()
-    rest_pelvis = t_rest_heads[t_pelvis]
     travel = source_heads - source_heads[0]
     if options.root == "in_place":
         travel[:, :2] = 0.0
-    to_world = lambda p: (W_t @ np.column_stack([p, np.ones(len(p))]).T).T[:, :3]  # noqa: E731
+    to_world = lambda p: p @ W_t[:3, :3].T + W_t[:3, 3]  # noqa: E731
     pelvis_now = to_world(pelvis_heads)
-    lowest = np.minimum(to_world(ankles[:, 0])[:, 2], to_world(ankles[:, 1])[:, 2])
+    lowest = to_world(ankles)[..., 2].min(axis=1)
     pelvis_world = pelvis_now.copy()
-    pelvis_world[:, :2] = rest_pelvis[:2] + scale * travel[:, :2]
+    pelvis_world[:, :2] = t_rest_heads[T.index[pname]][:2] + scale * travel[:, :2]
     pelvis_world[:, 2] += target_floor + scale * (feet_z - source_floor) - lowest
-    shift = (W_t_inv[:3, :3] @ (pelvis_world - pelvis_now).T).T  # armature space: moves the pelvis and below
+    shift = (pelvis_world - pelvis_now) @ W_t_inv[:3, :3].T  # armature space: moves the pelvis and below
     locations = {}
-    for name, X in X_of.items():
-        if name == pname:
-            want = pelvis_heads + shift
-        else:
-            want = ankles[:, t_feet.index(name)] + shift
-        locations[name] = np.array([np.linalg.solve(X[i, :3, :3], want[i] - X[i, :3, 3]) for i in range(len(frames))])
+    for name in [pname, *detached]:
+        want = (pelvis_heads if name == pname else ankles[:, t_feet.index(name)]) + shift
+        X = X_of[name]
+        locations[name] = np.linalg.solve(X[:, :3, :3], (want - X[:, :3, 3])[..., None])[..., 0]
     # Keys into a new action of the target (its old one kept).
     tad = target.animation_data or target.animation_data_create()
     name = f"{src_action.name} on {target.name}"
@@ -336,22 +314,11 @@ def retarget(scene, source, target, options=None, progress=None):
                 held[ht.bone(f"{s} hand")] = pelvis_world + scale * (source_hands[:, k] - source_heads)
         report.feet = _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress,
                              held)
-        if held:
-            report.hands_mm = _held_error(scene, target, frames, held)
+        report.hands_mm = report.feet.held_mm
         report.action = target.animation_data.action.name
     scene.frame_set(before_frame)
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _held_error(scene, target, frames, held):
-    """(mean, max) distance in mm of the held bones' heads from their targets, as Blender shows the result."""
-    d = []
-    for i, f in enumerate(frames):
-        scene.frame_set(f)
-        for bone, targets in held.items():
-            d.append(np.linalg.norm(np.array(target.matrix_world @ target.pose.bones[bone].head) - targets[i]))
-    return (1e3 * float(np.mean(d)), 1e3 * float(np.max(d))) if d else None
 
 
 def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress, held=None):
