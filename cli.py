@@ -243,6 +243,17 @@ def _use_action(obj, name):
         ad.action_slot = slot or action.slots.new(id_type="OBJECT", name=obj.name)
 
 
+def _open_blend(bpy, path):
+    """Open a .blend file (UsageError when it is missing, Failure when Blender cannot read it)."""
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    with _stdout_to_stderr():
+        try:
+            bpy.ops.wm.open_mainfile(filepath=os.path.abspath(path), load_ui=False)
+        except RuntimeError as e:
+            raise Failure(f"cannot open {path}: {str(e).strip()}") from None
+
+
 def _open(args):
     """Open the job's file (or use the open one); (source path, output path). UsageError or Failure."""
     import bpy
@@ -250,13 +261,7 @@ def _open(args):
     if args.step < 1:
         raise UsageError(f"--step must be 1 or more, got {args.step}")
     if args.file:
-        if not os.path.isfile(args.file):
-            raise UsageError(f"no such file: {args.file}")
-        with _stdout_to_stderr():
-            try:
-                bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.file), load_ui=False)
-            except RuntimeError as e:
-                raise Failure(f"cannot open {args.file}: {str(e).strip()}") from None
+        _open_blend(bpy, args.file)
         source = args.file
     else:
         source = bpy.data.filepath
@@ -431,13 +436,7 @@ def run_retarget(args):
     if args.report:
         _check_writable(args.report, "the report")
     if os.path.splitext(args.target)[1].lower() == ".blend":
-        if not os.path.isfile(args.target):
-            raise UsageError(f"no such file: {args.target}")
-        with _stdout_to_stderr():
-            try:
-                bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.target), load_ui=False)
-            except RuntimeError as e:
-                raise Failure(f"cannot open {args.target}: {str(e).strip()}") from None
+        _open_blend(bpy, args.target)
         characters = list(bpy.data.objects)
     else:
         with _stdout_to_stderr():

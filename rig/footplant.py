@@ -461,17 +461,19 @@ def plan(scene, obj, feet, terrain, frames, options):
     off = [int(f) for f, w in zip(frames, ease_pelvis) if w == 0.0]  # a foot left as the source's
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
-        ankles[:, k] = [_rigid(pts[t, on], targets[t, on], ankles[t, k]) for t in range(F)]
+        ankles[:, k] = _rigid(pts[:, on], targets[:, on], ankles[:, k])
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
                     off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation), sampler, pelvis_name
 
 
 def _rigid(a, b, p):
-    """Point p moved by the rigid motion that best takes points a (n, 3) onto b (Kabsch)."""
-    ca, cb = a.mean(axis=0), b.mean(axis=0)
-    U, _, Vt = np.linalg.svd((b - cb).T @ (a - ca))
-    R = U @ np.diag([1.0, 1.0, np.linalg.det(U @ Vt)]) @ Vt
-    return cb + R @ (p - ca)
+    """Points p (F, 3) moved by the rigid motions that best take points a (F, n, 3) onto b (Kabsch, per row)."""
+    ca, cb = a.mean(axis=1, keepdims=True), b.mean(axis=1, keepdims=True)
+    U, _, Vt = np.linalg.svd(np.swapaxes(b - cb, 1, 2) @ (a - ca))
+    D = np.broadcast_to(np.eye(3), U.shape).copy()
+    D[:, 2, 2] = np.linalg.det(U @ Vt)
+    R = U @ D @ Vt
+    return cb[:, 0] + np.einsum("fij,fj->fi", R, p - ca[:, 0])
 
 
 def _sole_probes(names):
