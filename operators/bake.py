@@ -12,7 +12,7 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
 from ..rig.bake import REPORT_TEXT, BakeOptions, Baker
-from .common import armature_problem, progress_bar
+from .common import active_armature, armature_problem, progress_bar
 
 
 class FULLBODY_IK_OT_bake(bpy.types.Operator):
@@ -37,7 +37,7 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return context.active_object is not None and context.active_object.type == "ARMATURE"
+        return active_armature(context)
 
     def _options(self, context):
         scene = context.scene

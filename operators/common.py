@@ -6,6 +6,11 @@ import contextlib
 from ..rig.armature import rotation_path
 
 
+def active_armature(context):
+    """Poll of the operators that work on the active armature."""
+    return context.active_object is not None and context.active_object.type == "ARMATURE"
+
+
 def armature_problem(context, need_pose_mode=False):
     """None when the active object is an armature we may edit, else the reason in words."""
     obj = context.active_object

@@ -8,7 +8,7 @@ from bpy.props import IntProperty
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
 from ..rig.footplant import FootOptions, foot_placement
-from .common import armature_problem, progress_bar
+from .common import active_armature, armature_problem, progress_bar
 
 
 def terrain_names(props):
@@ -31,7 +31,7 @@ class FULLBODY_IK_OT_foot_placement(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return context.active_object is not None and context.active_object.type == "ARMATURE"
+        return active_armature(context)
 
     def execute(self, context):
         problem = armature_problem(context)

@@ -8,7 +8,7 @@ from bpy.props import IntProperty
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
 from ..rig.retarget import RetargetOptions, retarget
-from .common import progress_bar
+from .common import active_armature, progress_bar
 
 
 class FULLBODY_IK_OT_retarget(bpy.types.Operator):
@@ -23,7 +23,7 @@ class FULLBODY_IK_OT_retarget(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return context.active_object is not None and context.active_object.type == "ARMATURE"
+        return active_armature(context)
 
     def execute(self, context):
         target = context.active_object
@@ -79,7 +79,7 @@ class FULLBODY_IK_OT_bone_map_fill(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return context.active_object is not None and context.active_object.type == "ARMATURE"
+        return active_armature(context)
 
     def execute(self, context):
         from ..rig.humanoid import map_humanoid
@@ -104,7 +104,7 @@ class FULLBODY_IK_OT_bone_map_clear(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return context.active_object is not None and context.active_object.type == "ARMATURE"
+        return active_armature(context)
 
     def execute(self, context):
         context.active_object.fullbody_ik.bone_map.clear()

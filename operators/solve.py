@@ -7,7 +7,7 @@ from ..registration import register_classes, unregister_classes
 
 from ..rig import RigError
 from ..rig.goals import solve_pose
-from .common import armature_problem, insert_keys
+from .common import active_armature, armature_problem, insert_keys
 
 
 class FULLBODY_IK_OT_solve(bpy.types.Operator):
@@ -19,7 +19,7 @@ class FULLBODY_IK_OT_solve(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return context.active_object is not None and context.active_object.type == "ARMATURE"
+        return active_armature(context)
 
     def execute(self, context):
         problem = armature_problem(context)

@@ -123,15 +123,20 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
                 col.label(text=line)
 
 
-class FULLBODY_IK_PT_feet(bpy.types.Panel):
-    """Foot placement: the feet found, the terrain, the last result."""
+class _Subpanel:
+    """Where the sidebar's folded sections live: under the Full-Body IK panel, closed at first."""
 
-    bl_label = "Feet"
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"
     bl_category = "Full-Body IK"
     bl_parent_id = "FULLBODY_IK_PT_sidebar"
     bl_options = {"DEFAULT_CLOSED"}
+
+
+class FULLBODY_IK_PT_feet(_Subpanel, bpy.types.Panel):
+    """Foot placement: the feet found, the terrain, the last result."""
+
+    bl_label = "Feet"
 
     def draw(self, context):
         from ..rig import RigError
@@ -167,16 +172,11 @@ class FULLBODY_IK_UL_bone_map(bpy.types.UIList):
         row.prop_search(item, "bone", context.active_object.data, "bones", text="")
 
 
-class FULLBODY_IK_PT_retarget(bpy.types.Panel):
+class FULLBODY_IK_PT_retarget(_Subpanel, bpy.types.Panel):
     """Retargeting onto the active armature: the source, the bones mapped (with how sure the mapping is), the
     settings, the last result."""
 
     bl_label = "Retarget"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "Full-Body IK"
-    bl_parent_id = "FULLBODY_IK_PT_sidebar"
-    bl_options = {"DEFAULT_CLOSED"}
 
     def draw(self, context):
         from ..rig import RigError
