@@ -119,15 +119,22 @@ def import_cmu(bpy, clip):
     return obj, start + 1, end  # frame `start` is the added T-pose
 
 
+def _import_character(bpy, importer, file, is_clip):
+    """(armature, first frame, last frame) of a character from data/characters, the clip ``is_clip`` picks
+    assigned (the armature the import added, not one already in the scene)."""
+    before = set(bpy.data.objects)
+    importer(filepath=os.path.join(ROOT, "data", "characters", file))
+    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o not in before)
+    action = next(a for a in bpy.data.actions if is_clip(a))
+    obj.animation_data.action = action
+    start, end = (int(round(f)) for f in action.frame_range)
+    return obj, start, end
+
+
 def import_mannequiny(bpy, clip="run_root.001"):
     """mannequiny (data/characters, CC BY 4.0, GDQuest and contributors): a glTF character with Unreal-like
     names; returns (armature with ``clip`` assigned, first frame, last frame)."""
-    before = set(bpy.data.objects)
-    bpy.ops.import_scene.gltf(filepath=os.path.join(ROOT, "data", "characters", "mannequiny.glb"))
-    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o not in before)
-    obj.animation_data.action = bpy.data.actions[clip]
-    start, end = (int(round(f)) for f in obj.animation_data.action.frame_range)
-    return obj, start, end
+    return _import_character(bpy, bpy.ops.import_scene.gltf, "mannequiny.glb", lambda a: a.name == clip)
 
 
 def import_boxing(bpy):
@@ -142,13 +149,8 @@ def import_boxing(bpy):
 def import_quaternius(bpy, clip="Man_Walk"):
     """Quaternius' casual man (data/characters, CC0): a game rig exported from Blender, its feet parented to the
     root, clips in place; returns (armature with ``clip`` assigned, first frame, last frame)."""
-    before = set(bpy.data.objects)
-    bpy.ops.import_scene.fbx(filepath=os.path.join(ROOT, "data", "characters", "Quaternius_Male_Casual.fbx"))
-    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o not in before)
-    action = next(a for a in bpy.data.actions if a.name.endswith("|" + clip))
-    obj.animation_data.action = action
-    start, end = (int(round(f)) for f in action.frame_range)
-    return obj, start, end
+    return _import_character(bpy, bpy.ops.import_scene.fbx, "Quaternius_Male_Casual.fbx",
+                             lambda a: a.name.endswith("|" + clip))
 
 
 def cmu_scene(bpy, clip="02_01", frames=None, time_limit=0.01, move=None):
