@@ -233,6 +233,7 @@ class Motion:
     in_place: bool
     contacts: np.ndarray  # (F, P) bool
     source: str  # "detected" or "the action's contact channels"
+    treadmill: bool = False  # in place with feet sliding under the body while they stand
 
 
 def sample_motion(scene, obj, feet, frames, step=1):
@@ -281,8 +282,14 @@ def sample_motion(scene, obj, feet, frames, step=1):
             for j in cols:
                 if sampler.specs[j][1] in ("ball_in", "ball_out"):
                     contacts[:, j] = contacts[:, ball]
+    # A treadmill: in place, and the feet slide under the body while they stand (a standing jump or an idle,
+    # in place too, keeps its feet still: those are pinned as any).
+    treadmill = False
+    if in_place and F > 1 and contacts.any():
+        slide = np.linalg.norm(np.gradient(pts[..., :2], axis=0), axis=-1) * fps
+        treadmill = bool(np.median(slide[contacts]) > 0.2 * leg)
     return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, pelvis_rotation, fps, floor, leg, travel,
-                  in_place, contacts, source)
+                  in_place, contacts, source, treadmill)
 
 
 def plan(scene, obj, feet, terrain, frames, options):
@@ -331,7 +338,7 @@ def plan(scene, obj, feet, terrain, frames, options):
     targets = pts.copy()
     targets[..., 2] += swing_offset
     for k, cols in enumerate(feet_cols):
-        if not in_place:  # in place (a treadmill), the foot's slide under the body is the motion: kept
+        if not m.treadmill:  # on a treadmill the foot's slide under the body is the motion: kept
             shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
             targets[:, cols, :2] += shift[:, None, :]
         touching = contacts[:, cols]
@@ -454,7 +461,7 @@ def plan(scene, obj, feet, terrain, frames, options):
     pelvis_target = pelvis.copy()
     pelvis_target[:, 2] += ease_pelvis * lower
     warnings = []
-    if in_place:
+    if m.treadmill:
         warnings.append(f"the pelvis moves {travel:.3f} (world units) over the frames: an action without root motion "
                         "(in place); the feet keep their slide under the body (a treadmill), only their heights and "
                         "turns follow the terrain")
