@@ -419,4 +419,3 @@ def test_the_legs_keep_their_ik_locks_and_limits():
     assert worst_off_axis < 1e-3  # a rotation about X alone
     assert min(angles) > np.radians(-60.0) - 1e-3 and max(angles) < 1e-3
     assert report.ok, report.text()
-
