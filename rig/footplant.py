@@ -45,6 +45,10 @@ class FootOptions:
     pelvis_smoothing: float = 0.3  # seconds: the pelvis offset is averaged over this window
     body_weight: float = 1e-4  # weight of staying on the source pose (displacement goal; radians vs metres)
     held: dict = field(default_factory=dict)  # {bone: (F, 3) world targets of its head}: also held (not judged)
+    # Points in contact touch the terrain, the foot turned so that they all do (retargeting: a clip on another
+    # character, whose copied feet stand tilted and above or below its floor); else (a clip placed on terrain)
+    # they keep the clip's clearance over its floor and the foot its tilt.
+    on_floor: bool = False
 
 
 def _channel(foot, point):
@@ -151,6 +155,7 @@ class FootPlan:
     ankles: np.ndarray = None  # (F, feet, 3) where each ankle's head goes: the foot's motion applied to the source's
     source_on_terrain: bool = False  # the source already stands on the terrain (a second run): its floor is it
     pelvis_rotation: np.ndarray = None  # (F, 3, 3) the source pelvis's rotation, armature space
+    flat: np.ndarray = None  # (F, feet, 3, 3) with on_floor: the ankles' rest rotations (a level sole)
 
 
 def _pelvis(obj, feet):
@@ -330,6 +335,8 @@ def plan(scene, obj, feet, terrain, frames, options):
         if on_terrain:
             clearance = np.where(np.isfinite(over), over, clearance)
             raw = np.zeros_like(raw)
+    if options.on_floor:
+        clearance = np.where(contacts, 0.0, clearance)
     window = max(3, int(round(0.25 * fps)) | 1)
     swing_offset = np.maximum(_moving(_moving(raw, window, np.max), window, np.mean), raw)
     feet_cols = sampler.cols
@@ -350,6 +357,9 @@ def plan(scene, obj, feet, terrain, frames, options):
         # pull the foot apart), continuous as points touch and lift.
         up = np.array([0.0, 0.0, 1.0])
         turns = {}
+        on_ankle = np.array([sampler.specs[j][2] == feet[k].ankle for j in cols])
+        is_tip = np.array([sampler.specs[j][1] == "toe" for j in cols])
+        prepared = {}
         for t in np.flatnonzero(touching.any(axis=1)):
             c = touching[t]
             foot_pts = targets[t, cols].copy()
@@ -366,32 +376,64 @@ def plan(scene, obj, feet, terrain, frames, options):
             turned = middle + (foot_pts - middle) @ R.T
             # The terrain under the turned points (turning moves them sideways a little: on a bump that matters).
             h_all, _, ok_all = terrain.below(turned, turned[:, 2] + np.nanmax(raw[t, cols]) + 0.5 * leg)
-            h, ok = h_all[c], ok_all[c]
-            if not ok.any():
+            if not (c & ok_all).any():
                 continue
-            need = h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]
-            turned[:, 2] += float(np.max(need))  # no contact point below the surface (bumps lift the sole)
+            prepared[t] = (R, turned, h_all, ok_all)
+        # With on_floor the foot is turned until the contact points on its ankle bone are level with the terrain
+        # (the toe tip, on the toe bone, bends onto it below); what the contacts leave free (the turn about the
+        # ball's line while only the ball touches, any turn on the heel alone) follows the neighbouring frames'.
+        tilts = {}
+        if options.on_floor:
+            level_on = {}
+            for t, (R, turned, h_all, ok_all) in prepared.items():
+                rigid = touching[t] & ok_all & on_ankle & ~is_tip  # a toe tip on a foot with no toe bone is no sole
+                if rigid.any():  # a point the copied foot holds far above the others (a heel already lifting) is not
+                    gap = turned[:, 2] - h_all  # turned down onto the floor
+                    rigid &= gap - gap[rigid].min() < 0.05 * leg
+                level_on[t] = (turned, rigid if rigid.sum() >= 2 else touching[t] & ok_all, h_all)
+            tilts = _level_track(level_on, 0.5 ** (1.0 / max(0.08 * fps, 1.0)))
+        for t, (R, turned, h_all, ok_all) in prepared.items():
+            c = touching[t]
+            base = c & ok_all  # the points the foot rests on
+            if options.on_floor:
+                mask = level_on[t][1]
+                middle = turned[mask].mean(axis=0)
+                turned = middle + (turned - middle) @ tilts[t].T
+                R = tilts[t] @ R
+                base = base & on_ankle if (base & on_ankle).any() else base
+            rest_on = lambda: h_all[base] + np.maximum(clearance[t, cols][base], 0.0) - turned[base, 2]  # noqa: E731
+            turned[:, 2] += float(np.max(rest_on()))  # no contact point below the surface (bumps lift the sole)
             # Its lifted points (a heel coming off, toes down at a heel strike) follow the same motion, above the
             # terrain: a point that would go under it turns the foot about its contact points, not lift it whole
-            # (which would leave the contacts floating).
+            # (which would leave the contacts floating); with on_floor a toe tip under it bends up onto it.
             lifted = ~c & ok_all
+            if options.on_floor:  # a toe tip under the terrain bends up onto it (after, _bend_track)
+                lifted &= on_ankle
             under = h_all[lifted] - turned[lifted][:, 2]
             if len(under) and under.max() > 0.0:
-                pivot = turned[c].mean(axis=0)
+                pivot = turned[base].mean(axis=0)
                 p = turned[lifted][int(np.argmax(under))]
                 arm = p - pivot
                 reach = float(np.linalg.norm(arm[:2]))
                 if reach > 1e-6:
                     axis = np.cross(up, np.array([arm[0], arm[1], 0.0]) / reach)
                     angle = float(np.arcsin(min(under.max() / reach, 1.0)))
-                    Rp = exp_so3(-angle * axis)  # raises the points on p's side of the pivot
-                    if (Rp @ arm)[2] < arm[2]:
-                        Rp = Rp.T
+                    if (exp_so3(-angle * axis) @ arm)[2] < arm[2]:  # the sense that raises the points on p's side
+                        axis = -axis
+                    # The turn (up to 1.5 times that) that leaves the least to lift the whole foot by afterwards: a
+                    # turn that lifts a toe may lower the heel under the terrain (a foot pitched on its ball).
+                    best, Rp = np.inf, np.eye(3)
+                    for a in np.linspace(0.0, min(1.5 * angle, 0.5 * np.pi), 31):
+                        Ra = exp_so3(-a * axis)
+                        moved = pivot + (turned - pivot) @ Ra.T
+                        lift_needed = max(0.0, float(np.max(h_all[lifted] - moved[lifted, 2])),
+                                          float(np.max(h_all[base] + np.maximum(clearance[t, cols][base], 0.0) -
+                                                       moved[base, 2])))
+                        if lift_needed < best - 1e-9:
+                            best, Rp = lift_needed, Ra
                     turned = pivot + (turned - pivot) @ Rp.T
                     R = Rp @ R
-                under = np.concatenate([[0.0], h_all[lifted] - turned[lifted][:, 2],
-                                        h[ok] + np.maximum(clearance[t, cols][c][ok], 0.0) - turned[c][ok][:, 2]])
-                turned[:, 2] += float(np.max(under))
+                turned[:, 2] += float(np.max(np.concatenate([[0.0], h_all[lifted] - turned[lifted][:, 2], rest_on()])))
             targets[t, cols] = turned
             turns[t] = R
         # Blend the swing into and out of each contact: the same rigid motion, a fraction of the contact's turn
@@ -429,7 +471,12 @@ def plan(scene, obj, feet, terrain, frames, options):
         h_t, _, ok_t = terrain.below(T.reshape(-1, 3), T[..., 2].ravel() + 0.5 * leg + above)
         h_src = floor + np.einsum("qp,tp->tq", W, raw[air][:, cols]).ravel()  # else: the terrain under the source
         h_t = np.where(ok_t, h_t, h_src).reshape(len(air), Q)
-        between = np.einsum("qp,tp->tq", W, np.maximum(clearance[air][:, cols], 0.0))
+        keep = clearance[air][:, cols]
+        if options.on_floor:  # a foot coming down onto the floor (or going up from it) with its contact may go
+            # lower than the source's clearance: by as much as its swing was blended down
+            drop = targets[air][:, cols, 2] - pts[air][:, cols, 2] - swing_offset[air][:, cols]
+            keep = keep + np.minimum(drop.mean(axis=1, keepdims=True), 0.0)
+        between = np.einsum("qp,tp->tq", W, np.maximum(keep, 0.0))
         if on_terrain:  # clearances over different treads do not interpolate: between points, above the terrain
             between[:, len(cols):] = 0.0
         need = h_t + between - T[..., 2]
@@ -456,8 +503,13 @@ def plan(scene, obj, feet, terrain, frames, options):
         ease.append(w)
         targets[:, cols] = pts[:, cols] + w[:, None, None] * (targets[:, cols] - pts[:, cols])
     ease_pelvis = np.min(ease, axis=0)
+    if options.on_floor:
+        for k, cols in enumerate(feet_cols):
+            _bend_track(obj, sampler, feet[k], cols, targets, contacts, terrain, leg, fps)
     lower = np.min([swing_offset[:, cols[0]] for cols in feet_cols], axis=0)  # one offset per foot (raised whole)
     lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
+    if options.on_floor and contacts.any():  # the body goes down (or up) by what brought its contacts onto the floor
+        lower += float(np.median((targets[..., 2] - pts[..., 2] - swing_offset)[contacts]))
     pelvis_target = pelvis.copy()
     pelvis_target[:, 2] += ease_pelvis * lower
     warnings = []
@@ -469,8 +521,119 @@ def plan(scene, obj, feet, terrain, frames, options):
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
         ankles[:, k] = _rigid(pts[:, on], targets[:, on], ankles[:, k])
+    flat = None
+    if options.on_floor:  # the rest pose stands flat on its floor (its sole points are level)
+        W = np.array(obj.matrix_world)[:3, :3]
+        rest = np.array([W @ np.array(obj.data.bones[f.ankle].matrix_local)[:3, :3] for f in feet])
+        flat = np.broadcast_to(rest / np.linalg.norm(rest, axis=1, keepdims=True), rotations.shape)
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation), sampler, pelvis_name
+                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat), sampler, pelvis_name
+
+
+def _tilt(points, mask, heights, prior):
+    """The horizontal rotation vector w (2,) that, turning a rigid foot's points (P, 3) about the middle of those
+    in ``mask``, puts those at one height over ``heights`` (P,), least changed from ``prior`` (least squares, from
+    a small turn's rise (w x r)_z = w_x r_y - w_y r_x of a point r from the middle: a line of points, across the
+    ball, fixes only the turn about it; one point fixes nothing)."""
+    w = np.array(prior, dtype=float)
+    if mask.sum() < 2:
+        return w
+    middle = points[mask].mean(axis=0)
+    r0 = points[mask] - middle
+    for _ in range(4):
+        r = r0 @ exp_so3(np.array([w[0], w[1], 0.0])).T
+        gap = r[:, 2] - heights[mask]
+        step, *_ = np.linalg.lstsq(np.column_stack([r[:, 1], -r[:, 0]]), gap.mean() - gap, rcond=0.1)
+        w += step
+        if np.hypot(*step) < 1e-7:
+            break
+    return w
+
+
+def _bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
+    """With on_floor, a foot's points off its ankle bone (the toe tip) turned about their joint across the foot
+    (the toe bends): onto the terrain while they touch and the foot stands on its other points, up onto it where
+    they would go under it; elsewhere (the swing, standing on the toe alone) the bend follows the neighbouring
+    frames' (forward and back, decaying), so the toe bends smoothly, and a foot on its toe alone is moved to keep
+    it on the terrain. ``targets`` (F, P, 3) changed in place."""
+    names = {sampler.specs[j][1]: i for i, j in enumerate(cols)}
+    bones = [sampler.specs[j][2] for j in cols]
+    rigid = np.array([b == foot.ankle for b in bones])
+    if rigid.all() or rigid.sum() < 3 or not {"ball_in", "ball_out"} <= set(names):
+        return
+    W = np.array(obj.matrix_world)
+    rest = np.array([(W @ np.array(obj.data.bones[b].matrix_local) @ sampler.offsets[j])[:3]
+                     for b, j in zip(bones, cols)])
+    joints = np.array([(W @ np.array(obj.data.bones[b].matrix_local))[:3, 3] for b in bones])
+    across0 = _unit3(rest[names["ball_in"]] - rest[names["ball_out"]])
+    a = rest[rigid]
+    ca = a.mean(axis=0)
+    F = len(targets)
+    T = targets[:, cols]
+    cb = T[:, rigid].mean(axis=1)
+    U, _, Vt = np.linalg.svd(np.swapaxes(T[:, rigid] - cb[:, None], 1, 2) @ (a - ca))
+    D = np.broadcast_to(np.eye(3), U.shape).copy()
+    D[:, 2, 2] = np.linalg.det(U @ Vt)
+    R = U @ D @ Vt  # (F, 3, 3) the foot's turn from its rest
+    across = R @ across0
+    touching = contacts[:, cols]
+    stands = (touching & rigid).any(axis=1)  # on points of its ankle bone
+    decay = 0.5 ** (1.0 / max(0.08 * fps, 1.0))
+    for i in np.flatnonzero(~rigid):
+        J = cb + np.einsum("fij,j->fi", R, joints[i] - ca)
+        r = T[:, i] - J
+        h, _, ok = terrain.below(T[:, i], T[:, i, 2] + 0.5 * leg)
+
+        def angle(t, height):  # the least turn about across[t] putting J + r at height (or nearest)
+            ax = across[t]
+            k = ax[2] * (ax @ r[t])
+            A, B, C = r[t, 2] - k, np.cross(ax, r[t])[2], height - J[t, 2] - k
+            amp, phase = np.hypot(A, B), np.arctan2(B, A)
+            if amp < 1e-12:
+                return 0.0
+            base = np.arccos(np.clip(C / amp, -1.0, 1.0))
+            wrap = lambda x: (x + np.pi) % (2 * np.pi) - np.pi  # noqa: E731
+            return min((wrap(phase + base), wrap(phase - base)), key=abs)
+
+        fixed = {t: angle(t, h[t]) for t in range(F) if touching[t, i] and stands[t] and ok[t]}
+        passes = []
+        for seq in (range(F), range(F - 1, -1, -1)):
+            theta, out = 0.0, np.zeros(F)
+            for t in seq:
+                theta = fixed.get(t, theta * decay)
+                out[t] = theta
+            passes.append(out)
+        theta = np.where([t in fixed for t in range(F)], passes[0], 0.5 * (passes[0] + passes[1]))
+        for t in range(F):
+            p = J[t] + r[t] @ exp_so3(theta[t] * across[t]).T
+            if ok[t] and p[2] < h[t] and t not in fixed:  # never under the terrain: bent up onto it
+                theta[t] = angle(t, h[t])
+                p = J[t] + r[t] @ exp_so3(theta[t] * across[t]).T
+            if touching[t, i] and not stands[t] and ok[t]:  # on its toe alone: the foot moved to keep it in place
+                shift = np.array([T[t, i, 0], T[t, i, 1], h[t]]) - p
+                targets[t, cols] += shift
+                p = p + shift
+            targets[t, cols[i]] = p
+
+
+def _unit3(v):
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def _level_track(frames, decay):
+    """{t: rotation (3, 3)} for a foot's contact frames {t: (points, mask, heights)}: each frame's _tilt, what its
+    contacts leave free taken from the frames before it and after it (decaying by ``decay`` per frame), so the
+    foot turns smoothly as points touch and lift."""
+    order = sorted(frames)
+    passes = []
+    for seq in (order, order[::-1]):
+        w, t_prev, out = np.zeros(2), None, {}
+        for t in seq:
+            prior = w * decay ** abs(t - t_prev) if t_prev is not None else w
+            w = out[t] = _tilt(*frames[t], prior)
+            t_prev = t
+        passes.append(out)
+    return {t: exp_so3(np.append(_tilt(*frames[t], 0.5 * (passes[0][t] + passes[1][t])), 0.0)) for t in order}
 
 
 def _rigid(a, b, p):
@@ -788,11 +951,13 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         skate = np.concatenate(sk) if sk else np.zeros(0)
         heel, bi = (cols[[names[j] for j in cols].index(n)] for n in ("heel", "ball_in"))
         flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
-        # R_result R_source^T n, n the source floor's normal: up, or the terrain's when the source stands on it.
+        # R_result R_source^T n, n the source floor's normal: up, or the terrain's when the source stands on it;
+        # with contacts on the floor, R_result R_rest^T up (the rest pose's sole is level).
         n0 = np.tile([0.0, 0.0, 1.0], (F, 1))
-        if plan_.source_on_terrain:
+        if plan_.source_on_terrain and plan_.flat is None:
             n0 = np.array([plane_normal(plan_.points[i, cols, :2], plan_.terrain[i, cols]) for i in range(F)])
-        sole = np.einsum("tij,tj->ti", rotations[:, k] @ np.swapaxes(plan_.rotations[:, k], -1, -2), n0)
+        flat_k = (plan_.rotations if plan_.flat is None else plan_.flat)[:, k]
+        sole = np.einsum("tij,tj->ti", rotations[:, k] @ np.swapaxes(flat_k, -1, -2), n0)
         tn = np.array([plane_normal(points[i, cols, :2], h[i, cols]) for i in range(F)])  # the plane under the sole
         ang = np.degrees(np.arccos(np.clip(np.sum(sole * tn, axis=1), -1, 1)))
         ang = np.where(flat & np.isfinite(h[:, cols]).all(axis=1), ang, np.nan)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .armature import RigError, _matrices, rotation_channel, rotation_path
-from .footplant import _driven, _turn
+from .footplant import _driven, _turn, sample_motion
 from .feet import find_feet
 from .humanoid import SIDES, map_humanoid
 
@@ -88,6 +88,27 @@ class _Skeleton:
             up = np.array([0.0, 0.0, 1.0])
             out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
         return out
+
+
+def _standing_tilts(h, R, rest, index, motion):
+    """{role: T} for the source's feet and toes: the world turn from a bone's rest to how it lies when it stands
+    flat on the floor (a foot: its heel and ball touching; a toe: its ball and tip), found from the motion (the
+    bone's up while flat, averaged over those frames, turned to the world's). A clip's rest pose need not stand
+    flat (a BVH's feet point where its T-pose put them); without such frames (a run on its toes): none."""
+    names = [n for _, n, _, _ in motion.sampler.specs]
+    out = {}
+    for k, foot in enumerate(motion.sampler.feet):
+        cols = {names[j]: j for j in motion.sampler.cols[k]}
+        for role, pair in ((f"{foot.side} foot", ("heel", "ball")), (f"{foot.side} toe", ("ball", "toe"))):
+            bone = h.roles.get(role)
+            if bone is None or any(p not in cols for p in pair):
+                continue
+            flat = motion.contacts[:, cols[pair[0]]] & motion.contacts[:, cols[pair[1]]]
+            if flat.sum() < max(5, 0.05 * len(flat)):
+                continue
+            up = _unit(np.einsum("tji,j->i", R[flat, index[bone]], np.array([0.0, 0.0, 1.0])))  # bone frame
+            out[role] = _turn(rest[index[bone]] @ up, np.array([0.0, 0.0, 1.0]))
+    return out
 
 
 def humanoid_feet(obj, h):
@@ -202,28 +223,9 @@ def retarget(scene, source, target, options=None, progress=None):
     scene.frame_set(first)
     Rs_rest, _ = S.rest_world()
     Rt_rest, t_rest_heads = T.rest_world()
-    # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
-    # the source's (world).
-    fs, ft = S.body_frames(), T.body_frames()
-    constant = {}
-    for role, sb, tb in pairs:
-        A = fs[role] @ ft[role].T if role in fs else \
-            _turn(_unit(Rt_rest[T.index[tb]][:, 1]), _unit(Rs_rest[S.index[sb]][:, 1]))
-        constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
-    scale = 1.0 if options.root == "kept" else ht.hip_height(target) / max(hs.hip_height(source), 1e-9)
     s_feet = [S.index[hs.bone(f"{s} foot")] for s in SIDES]
     s_hands = [S.index[hs.bone(f"{s} hand")] for s in SIDES]
     s_pelvis = S.index[hs.bone("pelvis")]
-    target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)
-    keyed = {tb for _, _, tb in pairs}
-    keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
-    order = sorted(keyed, key=lambda n: len(target.data.bones[n].parent_recursive))
-    W_t = np.array(target.matrix_world)
-    Rw_t = W_t[:3, :3] / np.linalg.norm(W_t[:3, :3], axis=0, keepdims=True)
-    W_t_inv = np.linalg.inv(W_t)
-    pname = ht.bone("pelvis")
-    if target.data.bones[pname].use_connect:
-        raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
     # The source over the frames (world): its mapped bones' rotations, pelvis, hands, lower ankle.
     F = len(frames)
     Rs = np.zeros((F, len(S.names), 3, 3))
@@ -234,6 +236,28 @@ def retarget(scene, source, target, options=None, progress=None):
         source_heads[i], source_hands[i], feet_z[i] = Ps[s_pelvis], Ps[s_hands], Ps[s_feet, 2].min()
         if progress:
             progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
+    motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
+    # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
+    # the source's (world).
+    fs, ft = S.body_frames(), T.body_frames()
+    standing = _standing_tilts(hs, Rs, Rs_rest, S.index, motion)
+    constant = {}
+    for role, sb, tb in pairs:
+        A = fs[role] @ ft[role].T if role in fs else \
+            _turn(_unit(Rt_rest[T.index[tb]][:, 1]), _unit(Rs_rest[S.index[sb]][:, 1]))
+        A = standing.get(role, np.eye(3)).T @ A  # a foot standing flat on the source's floor stands flat on the target's
+        constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
+    scale = 1.0 if options.root == "kept" else ht.hip_height(target) / max(hs.hip_height(source), 1e-9)
+    target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)
+    keyed = {tb for _, _, tb in pairs}
+    keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
+    order = sorted(keyed, key=lambda n: len(target.data.bones[n].parent_recursive))
+    W_t = np.array(target.matrix_world)
+    Rw_t = W_t[:3, :3] / np.linalg.norm(W_t[:3, :3], axis=0, keepdims=True)
+    W_t_inv = np.linalg.inv(W_t)
+    pname = ht.bone("pelvis")
+    if target.data.bones[pname].use_connect:
+        raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
     # The target's bases, from the root down, every frame at once: X is a bone's pose with no basis of its own
     # (its parent's pose carried to it), B its basis turning it to the world rotation wanted.
     rest_t = T.rest
@@ -312,7 +336,7 @@ def retarget(scene, source, target, options=None, progress=None):
         if options.hands:  # each hand where the source's is from its pelvis, scaled, from the target's pelvis
             for k, s in enumerate(SIDES):
                 held[ht.bone(f"{s} hand")] = pelvis_world + scale * (source_hands[:, k] - source_heads)
-        report.feet = _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress,
+        report.feet = _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress,
                              held)
         report.hands_mm = report.feet.held_mm
         report.action = target.animation_data.action.name
@@ -321,16 +345,15 @@ def retarget(scene, source, target, options=None, progress=None):
     return report
 
 
-def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_world, progress, held=None):
+def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress, held=None):
     """The source's contacts (detected, or its contact channels) keyed on the target's new action, then planted
     by the foot placement on the terrain given, or on the target's floor (a plane made for it and removed);
     the rotation copy is replaced by the planted action, which takes its name."""
     import bpy
 
-    from .footplant import FootOptions, SoleSampler, foot_placement, sample_motion, write_contacts
+    from .footplant import FootOptions, SoleSampler, foot_placement, write_contacts
 
-    src_feet, tgt_feet = humanoid_feet(source, hs), humanoid_feet(target, ht)
-    motion = sample_motion(scene, source, src_feet, frames)
+    src_feet, tgt_feet = motion.sampler.feet, humanoid_feet(target, ht)
     sampler = SoleSampler(target, tgt_feet)
     where = {(src_feet[k].side, name): j for j, (k, name, _, _) in enumerate(motion.sampler.specs)}
     contacts = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
@@ -352,7 +375,8 @@ def _plant(scene, source, target, hs, ht, action, slot, frames, options, pelvis_
         names = [made.name]
     try:
         feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
-                                                         time_limit=options.time_limit, held=held or {}),
+                                                         time_limit=options.time_limit, held=held or {},
+                                                         on_floor=True),
                              progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)
     finally:
         if made is not None:
