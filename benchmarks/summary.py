@@ -123,8 +123,9 @@ def section():
     if r:
         parts.append("**Retargeting onto other characters** (`" + r["command"] + f"`, {r['machine']['date']}; at the "
                      "source's contact frames, lengths for a 0.9 m hip height; copy: rest poses aligned, root "
-                     "scaled, no contacts planted (plain rotation copy at its best); ours: the same, then the "
-                     "contacts planted; aims: skate <= the source's scaled, toes within 2 mm of the floor at "
+                     "scaled, no contacts planted (plain rotation copy at its best); ours: the same, then every "
+                     "contact point planted on the floor; toe tips: height over the floor, mean ± half the spread "
+                     "(how far from the floor after the best offset); aims: skate <= the source's scaled, toes within 2 mm of the floor at "
                      "contacts, no limit violations, leg acceleration <= 1.5x the source's, time per frame <= the "
                      "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
     r = load("drag_step")

@@ -258,6 +258,27 @@ def test_hands_held_where_the_sources_are_from_its_pelvis():
     assert "hands held" in report.text()
 
 
+def test_a_clip_animated_on_a_generated_rigify_rig_is_a_source_through_its_deform_bones():
+    """A walk keyed on a generated Rigify rig's controls (its deform bones following by constraints) is read
+    through the DEF bones' preset onto mannequiny: mapped whole, its feet planted without skate."""
+    scenes.fresh(bpy)
+    rig, first, last = scenes.rigify_walk(bpy)
+    target = scenes.import_mannequiny(bpy)[0]
+    bpy.context.view_layer.update()
+    assert map_humanoid(rig).source == "preset 'Rigify generated rig (DEF bones)'"
+    report = retarget(bpy.context.scene, rig, target, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    assert len(report.mapping) >= 20 and all(s.startswith("DEF-") for _, s, _ in report.mapping)
+    for side, a in report.feet.after.items():
+        assert a["contact_frames"] > 10 and a["skate_mm_per_frame"] < 0.5, (side, a)
+    # The pelvis travels as the rig's torso did (1.2 m along -Y), scaled.
+    bpy.context.scene.frame_set(first)
+    p0 = np.array(target.matrix_world @ target.pose.bones[map_humanoid(target).bone("pelvis")].head)
+    bpy.context.scene.frame_set(last)
+    p1 = np.array(target.matrix_world @ target.pose.bones[map_humanoid(target).bone("pelvis")].head)
+    assert abs((p0 - p1)[1] - 1.2 * report.scale) < 0.05, (p0, p1, report.scale)
+
+
 def test_a_character_whose_bones_follow_constraints_is_refused_before_anything_is_written():
     """A generated Rigify rig: its deform bones follow the controls through constraints, so keys on them would
     be overridden; refused with what to do, no action made."""
