@@ -29,6 +29,7 @@ from .terrain import Terrain
 CONTACT_PREFIX = "fbik_contact"
 FEET_REPORT_PROPERTY = "fullbody_ik_feet_report"
 POINT_NAMES = ("heel", "ball", "ball_in", "ball_out", "toe")
+HALF_LIFE = 0.08  # seconds: a foot's tilt and toe bend, where its contacts leave them free, fade at this rate
 
 
 @dataclass
@@ -391,7 +392,7 @@ def plan(scene, obj, feet, terrain, frames, options):
                     gap = turned[:, 2] - h_all  # turned down onto the floor
                     rigid &= gap - gap[rigid].min() < 0.05 * leg
                 level_on[t] = (turned, rigid if rigid.sum() >= 2 else touching[t] & ok_all, h_all)
-            tilts = _level_track(level_on, 0.5 ** (1.0 / max(0.08 * fps, 1.0)))
+            tilts = _level_track(level_on, 0.5 ** (1.0 / max(HALF_LIFE * fps, 1.0)))
         for t, (R, turned, h_all, ok_all) in prepared.items():
             c = touching[t]
             base = c & ok_all  # the points the foot rests on
@@ -578,7 +579,7 @@ def _bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
     across = R @ across0
     touching = contacts[:, cols]
     stands = (touching & rigid).any(axis=1)  # on points of its ankle bone
-    decay = 0.5 ** (1.0 / max(0.08 * fps, 1.0))
+    decay = 0.5 ** (1.0 / max(HALF_LIFE * fps, 1.0))
     for i in np.flatnonzero(~rigid):
         J = cb + np.einsum("fij,j->fi", R, joints[i] - ca)
         r = T[:, i] - J
