@@ -298,7 +298,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
                   in_place, contacts, source, treadmill)
 
 
-def plan(scene, obj, feet, terrain, frames, options):
+def plan(scene, obj, feet, terrain, frames, options, stiff=()):
     """Sample the source motion and compute every frame's targets (world)."""
     m = sample_motion(scene, obj, feet, frames, options.step)
     sampler, pts, rotations, pelvis_name, pelvis, ankles = m.sampler, m.pts, m.rotations, m.pelvis_name, m.pelvis, \
@@ -358,7 +358,7 @@ def plan(scene, obj, feet, terrain, frames, options):
         # pull the foot apart), continuous as points touch and lift.
         up = np.array([0.0, 0.0, 1.0])
         turns = {}
-        on_ankle = np.array([sampler.specs[j][2] == feet[k].ankle for j in cols])
+        on_ankle = np.array([sampler.specs[j][2] in (feet[k].ankle, *(stiff & {feet[k].ball})) for j in cols])
         is_tip = np.array([sampler.specs[j][1] == "toe" for j in cols])
         prepared = {}
         for t in np.flatnonzero(touching.any(axis=1)):
@@ -506,7 +506,8 @@ def plan(scene, obj, feet, terrain, frames, options):
     ease_pelvis = np.min(ease, axis=0)
     if options.on_floor:
         for k, cols in enumerate(feet_cols):
-            _bend_track(obj, sampler, feet[k], cols, targets, contacts, terrain, leg, fps)
+            if feet[k].ball not in stiff:  # a toe nothing can bend (no control carries it) stays as it is
+                _bend_track(obj, sampler, feet[k], cols, targets, contacts, terrain, leg, fps)
     lower = np.min([swing_offset[:, cols[0]] for cols in feet_cols], axis=0)  # one offset per foot (raised whole)
     lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     if options.on_floor and contacts.any():  # the body goes down (or up) by what brought its contacts onto the floor
@@ -1116,7 +1117,10 @@ def foot_placement(scene, obj, options, progress=None):
         raise RigError(f"frames {options.frame_start}-{options.frame_end} are outside the action "
                        f"{source_action.name!r} ({a0:g}-{a1:g})")
     outside = [f for f in frames if f < a0 or f > a1]
-    plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options)
+    # Toes that follow constraints (Rigify's: through a mechanism the solver does not model) are held as keyed:
+    # rigid with their foot.
+    stiff = {f.ball for f in feet if f.ball and _driven(obj, f.ball)}
+    plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options, stiff)
     scene.frame_set(before_frame[0], subframe=before_frame[1])
     if not plan_.contacts.any():
         raise RigError(f"no contact found in the motion of {obj.name!r} over frames {frames[0]}-{frames[-1]} (no sole "

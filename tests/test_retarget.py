@@ -279,17 +279,48 @@ def test_a_clip_animated_on_a_generated_rigify_rig_is_a_source_through_its_defor
     assert abs((p0 - p1)[1] - 1.2 * report.scale) < 0.05, (p0, p1, report.scale)
 
 
-def test_a_character_whose_bones_follow_constraints_is_refused_before_anything_is_written():
-    """A generated Rigify rig: its deform bones follow the controls through constraints, so keys on them would
-    be overridden; refused with what to do, no action made."""
+def test_a_generated_rigify_rig_is_keyed_through_its_controls():
+    """A character rigged with Rigify (generated from the metarig, its deform bones following the controls by
+    constraints): the walk is keyed on its controls (torso, chest, neck, head, FK arms, IK legs), Rigify's
+    own mechanism moving the DEF bones to the source's directions, and the feet planted through the foot
+    controls. Another rig whose feet follow constraints is refused before anything is written."""
     from fullbody_ik.rig import RigError
 
     scenes.fresh(bpy)
     source, first, _ = scenes.import_cmu(bpy, "02_01")
-    rig, _, _ = scenes.rigify_walk(bpy, frames=4)
+    meta = scenes.metarig(bpy)
+    bpy.context.view_layer.objects.active = meta
+    bpy.ops.pose.rigify_generate()
+    rig = bpy.data.objects["rig"]
+    bpy.data.objects.remove(meta)
+    bpy.context.view_layer.update()
+    last = first + 60
+    report = retarget(bpy.context.scene, source, rig, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    bag = rig.animation_data.action.layers[0].strips[0].channelbag(rig.animation_data.action_slot)
+    keyed = {fc.data_path.split('"')[1] for fc in bag.fcurves if fc.data_path.startswith("pose.bones")}
+    assert {"torso", "chest", "upper_arm_fk.L", "hand_fk.R", "foot_ik.L", "thigh_ik.R"} <= keyed, keyed
+    assert not any(n.startswith(("DEF-", "ORG-", "MCH-")) for n in keyed), keyed
+    assert rig.pose.bones["thigh_parent.L"]["IK_FK"] == 0.0 and rig.pose.bones["upper_arm_parent.R"]["IK_FK"] == 1.0
+    for side, a in report.feet.after.items():
+        b = report.feet.before[side]
+        assert a["contact_frames"] > 20 and a["penetration_mm_max"] < 2 and a["float_mm_max"] < 5, a
+        assert a["skate_mm_per_frame"] < 0.5 * b["skate_mm_per_frame"], (side, b, a)
+    hs, ht = map_humanoid(source), map_humanoid(rig)
+    worst = 1.0
+    for f in range(first, last + 1, 10):
+        bpy.context.scene.frame_set(f)
+        for role in ("left upper_arm", "right forearm", "left hand", "chest", "head", "left thigh"):
+            worst = min(worst, float(_direction(source, hs.bone(role)) @ _direction(rig, ht.bone(role))))
+    assert worst > 0.98, worst
+    # Not a Rigify rig: a metarig whose feet copy another bone's rotation.
+    target = scenes.metarig(bpy)
+    for side in "LR":
+        c = target.pose.bones[f"foot.{side}"].constraints.new("COPY_ROTATION")
+        c.target, c.subtarget = target, f"shin.{side}"
     actions = {a.name for a in bpy.data.actions}
-    with pytest.raises(RigError, match="follow constraints.*metarig"):
-        retarget(bpy.context.scene, source, rig, RetargetOptions(first, first + 10))
+    with pytest.raises(RigError, match="follow constraints.*not a Rigify rig"):
+        retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 10))
     assert {a.name for a in bpy.data.actions} == actions
 
 
