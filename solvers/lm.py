@@ -17,6 +17,12 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     may restart), also when the error of the objectives not yet met fell by less than 1 % over the last k iterations: a local minimum, better left
     for a new start.
     """
+    from . import compiled
+
+    k = compiled.kernel(problem)
+    if k is not None:  # the same iteration, compiled
+        return compiled.run(k, problem, q, budget, damping_bias, step_tol, residual_tol, backtracks, stall,
+                            damping_scale)
     tree = problem.tree
     D = tree.weights
     state = problem.state(q)
@@ -175,6 +181,12 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=1e-3,
     that stalls (its unmet error fell by less than 1 % over ``stall`` iterations) or cannot descend is
     replaced by a new random start.
     """
+    from . import compiled
+
+    k = compiled.kernel(problem)
+    if k is not None:  # compiled, the starts one after another cost less than a batch
+        return compiled.run_restarts(k, problem, q, budget, rng=rng, stall=stall, damping_bias=damping_bias,
+                                     backtracks=backtracks, damping_scale=damping_scale)
     tree = problem.tree
     rng = np.random.default_rng(rng)
     K = int(starts or default_starts(tree.n))

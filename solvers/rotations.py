@@ -152,16 +152,19 @@ def random_rotation(rng, size=()):
     return quaternion_to_matrix(q)
 
 
+def jl_inverse_coefficient(theta):
+    """d of J_l^-1 = I - K/2 + d K^2 for a rotation of angle theta (scalar; the compiled path compiles this)."""
+    if theta < 1e-4:
+        return 1.0 / 12.0 + theta * theta / 720.0
+    t = min(theta, math.pi - 1e-9)
+    return 1.0 / (t * t) - (1.0 + math.cos(t)) / (2.0 * t * math.sin(t))
+
+
 def left_jacobian_inverse_so3(v):
     """J_l(v)^-1 = I - K/2 + (1/t^2 - (1 + cos t) / (2 t sin t)) K^2, K = [v]x (singular at t = 2 pi)."""
     v = np.asarray(v, dtype=float)
     if v.ndim == 1:  # one vector: scalar arithmetic (hot path of orientation Jacobians)
-        theta = math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
-        if theta < 1e-4:
-            d = 1.0 / 12.0 + theta * theta / 720.0
-        else:
-            t = min(theta, math.pi - 1e-9)
-            d = 1.0 / (t * t) - (1.0 + math.cos(t)) / (2.0 * t * math.sin(t))
+        d = jl_inverse_coefficient(math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]))
         K = skew(v)
         return np.eye(3) - 0.5 * K + d * (K @ K)
     theta = np.linalg.norm(v, axis=-1)

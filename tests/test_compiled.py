@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The compiled path (numba) against the numpy reference: the same FK, residuals and Jacobians (1e-9) on the
+robots of data/urdf and on random trees of every joint kind it covers; solutions as good; the fallback to numpy
+where it does not apply or is switched off; the compile cache in a writable folder."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fullbody_ik.solvers import Orientation, Pose, Position, Tree, compiled, solve
+from fullbody_ik.solvers.joints import Joint
+from fullbody_ik.solvers.problem import Problem
+from fullbody_ik.solvers.rotations import exp_so3
+
+pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
+
+URDF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "urdf")
+ROBOTS = [("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"), ("franka_panda", "panda_link0", "panda_link8"),
+          ("ur5", "base_link", "ee_link"), ("pr2", "torso_lift_link", "r_wrist_roll_link"),
+          ("baxter", "right_arm_mount", "right_wrist"), ("kuka_kr120r2500pro", "base_link", "tool0")]
+
+
+def _robot(name, base, tip):
+    return Tree.from_urdf(os.path.join(URDF, f"{name}.urdf"), base_link=base, tip_links=[tip])
+
+
+def random_tree(rng, links=12):
+    """A branching tree of revolute, continuous, prismatic and fixed joints with random frames and axes."""
+    joints = []
+    for i in range(1, links + 1):
+        T = np.eye(4)
+        T[:3, :3] = exp_so3(rng.normal(size=3))
+        T[:3, 3] = rng.normal(scale=0.3, size=3)
+        kind = ["revolute", "continuous", "prismatic", "fixed"][rng.integers(4)]
+        lo = -rng.uniform(0.2, 3.0)
+        joints.append(Joint(f"j{i}", kind, f"l{int(rng.integers(i))}", f"l{i}", T, tuple(rng.normal(size=3)),
+                            lo if kind != "continuous" else -np.inf, -lo if kind != "continuous" else np.inf))
+    return Tree(joints, root="l0")
+
+
+def _compare(tree, goals, q):
+    problem = Problem(tree, goals)
+    k = compiled.kernel(problem)
+    assert k is not None
+    a = k.arrays()
+    W = compiled.fk(q, a[0], a[1], a[2], a[3], a[4])
+    assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
+    m = compiled._size(k.has_p, k.has_R)
+    r, J = np.empty(m), np.empty((m, tree.n))
+    met, _ = compiled.evaluate(q, W, k.kind, k.axis, k.var, k.ancestors, k.links, k.offsets, k.targets_p,
+                               k.targets_R, k.has_p, k.has_R, k.sqrt_w, k.tol_p, k.tol_R, r, J, True)
+    state = problem.state(q)
+    assert np.abs(r - problem.residual(state)).max() < 1e-9
+    assert np.abs(J - problem.jacobian(state)).max() < 1e-9
+    assert met == problem.satisfied(state)
+
+
+@pytest.mark.parametrize("robot", ROBOTS, ids=[r[0] for r in ROBOTS])
+def test_fk_residuals_and_jacobians_match_numpy_on_the_robots(robot):
+    tree = _robot(*robot)
+    rng = np.random.default_rng(3)
+    tip, middle = robot[2], tree.link_names[len(tree.link_names) // 2]
+    for q in tree.random_configurations(rng, 10):
+        T = tree.fk_batch(tree.random_configurations(rng, 1))[0, tree.link(tip)]
+        goals = [Pose(tip, T, offset=(0.0, 0.05, 0.1)), Position(middle, rng.normal(size=3), weight=0.3),
+                 Orientation(tip, exp_so3(rng.normal(size=3)), weight=2.0)]
+        _compare(tree, goals, q)
+
+
+def test_fk_residuals_and_jacobians_match_numpy_on_random_trees():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        tree = random_tree(rng)
+        for q in tree.random_configurations(rng, 3):
+            links = rng.choice(len(tree.link_names), 3)
+            goals = [Position(tree.link_names[links[0]], rng.normal(size=3), offset=rng.normal(size=3)),
+                     Orientation(tree.link_names[links[1]], exp_so3(rng.normal(size=3)), weight=0.5),
+                     Pose(tree.link_names[links[2]], np.eye(4), weight=3.0)]
+            _compare(tree, goals, q)
+    # A rotation of the goal near pi takes log's symmetric-part branch.
+    tree = random_tree(rng)
+    q = np.zeros(tree.n)
+    R = tree.fk_batch(q[None])[0, -1, :3, :3] @ exp_so3(np.array([0.0, 0.0, np.pi - 1e-4]))
+    _compare(tree, [Orientation(tree.link_names[-1], R)], q)
+
+
+def _solve_all(tree, tip, targets, seeds, enabled, **kw):
+    compiled.set_enabled(enabled)
+    try:
+        return [solve(tree, [Pose(tip, T)], q0, "lm", **kw) for T, q0 in zip(targets, seeds)]
+    finally:
+        compiled.set_enabled(True)
+
+
+@pytest.mark.parametrize("robot", ROBOTS[:3], ids=[r[0] for r in ROBOTS[:3]])
+def test_the_compiled_lm_solves_as_well_as_numpy(robot):
+    """The same targets and seeds, the same iteration budget: as many solved (one search, and with restarts),
+    each success judged by the numpy objectives."""
+    tree = _robot(*robot)
+    rng = np.random.default_rng(11)
+    tip = robot[2]
+    targets = tree.fk_batch(tree.random_configurations(rng, 40))[:, tree.link(tip)]
+    seeds = tree.random_configurations(rng, 40)
+    for kw in ({"max_iterations": 100, "restarts": False}, {"max_iterations": 600, "restarts": True}):
+        fast, ref = _solve_all(tree, tip, targets, seeds, True, **kw), _solve_all(tree, tip, targets, seeds, False, **kw)
+        solved_fast, solved_ref = sum(r.success for r in fast), sum(r.success for r in ref)
+        assert solved_fast >= solved_ref - 1 and solved_fast >= (0.25 if not kw["restarts"] else 0.95) * 40, \
+            (kw, solved_fast, solved_ref)
+        for r, T in zip(fast, targets):
+            assert r.method == "lm" and np.all(tree.project(r.q) == r.q)  # feasible
+            if r.success:
+                W = tree.fk_batch(r.q[None])[0, tree.link(tip)]
+                assert np.linalg.norm(W[:3, 3] - T[:3, 3]) <= 1e-4
+    # With limits that bind: the arm's joints held to a tenth of their range still end inside it.
+    narrow = _robot(*robot)
+    mid = 0.5 * (narrow.lower + narrow.upper)
+    narrow._clip_lower = narrow.lower = mid - 0.05 * (narrow.upper - narrow.lower)
+    narrow._clip_upper = narrow.upper = mid + 0.05 * (narrow.upper - narrow.lower)
+    for r in _solve_all(narrow, tip, targets[:10], [mid] * 10, True, max_iterations=100, restarts=False):
+        assert np.all(r.q >= narrow.lower - 1e-12) and np.all(r.q <= narrow.upper + 1e-12)
+
+
+def test_what_it_does_not_cover_runs_on_numpy():
+    from fullbody_ik.solvers import BoneJoint, Displacement
+
+    tree = _robot(*ROBOTS[0])
+    T = tree.fk_batch(np.zeros((1, tree.n)))[0, -1]
+    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T)])) is not None
+    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Displacement(np.zeros(tree.n))])) is None
+    bones = Tree([BoneJoint("b", "root", "tip", np.eye(4))])
+    assert compiled.kernel(Problem(bones, [Position("tip", (0, 1, 0))])) is None
+    compiled.set_enabled(False)
+    try:
+        assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T)])) is None
+        assert solve(tree, [Pose(ROBOTS[0][2], T)], np.full(tree.n, 0.1), "lm", max_iterations=200).success
+    finally:
+        compiled.set_enabled(True)
+    env = dict(os.environ, FULLBODY_IK_NUMPY="1")
+    out = subprocess.run([sys.executable, "-c", "from fullbody_ik.solvers import compiled; print(compiled.available())"],
+                         env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
+    """With no NUMBA_CACHE_DIR and a home that cannot be written, the cache goes to the temporary folder and
+    a solve runs (numba's own default, beside a read-only package, would fail)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o500)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(HOME=str(home), TMPDIR=str(tmp_path))
+    code = ("import numba; from fullbody_ik.solvers import compiled; print(numba.config.CACHE_DIR); "
+            "print(compiled.warm() >= 0)")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        home.chmod(0o700)
+    assert out.returncode == 0, out.stderr[-2000:]
+    folder, ok = out.stdout.split()
+    assert ok == "True" and folder.startswith(str(tmp_path)) and os.access(folder, os.W_OK)
