@@ -27,7 +27,7 @@ ARMS = [
     ("baxter", "right_arm_mount", "right_wrist"),
     ("kuka_kr120r2500pro", "base_link", "tool0"),
 ]
-METHODS = ["memetic", "memetic+lm", "lm", "nullspace", "projected_gradient", "ncg"]
+METHODS = ["memetic", "memetic+lm", "lm", "lm-numpy", "nullspace", "projected_gradient", "ncg"]
 PROBLEMS = os.path.join(RESULTS, "table1_problems.npz")
 PEERS = os.path.join(RESULTS, "table1_peers.json")
 
@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--max-budget-ms", type=float, default=50.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prepare-only", action="store_true", help="write the problem set for the peers and stop")
+    ap.add_argument("--merge", action="store_true", help="keep the stored results of the methods not run now "
+                    "(their rows are from the earlier run, on the same targets)")
     args = ap.parse_args()
     methods = args.methods.split(",")
     stored = {}
@@ -72,13 +74,21 @@ def main():
         print(f"(peer results are for {peers.get('targets')} targets, not {args.targets}: left out)")
         peers = None
     rows, out, panels = [], {}, {}
+    before = {}
+    path = os.path.join(RESULTS, "table1.json")
+    if args.merge and os.path.exists(path):
+        old = json.load(open(path))
+        before = old["results"] if old.get("targets") == args.targets else {}
     for name, base, tip in ARMS:
         tree = load(name, base, tip)
         targets, seeds = stored[f"{name}/targets"], stored[f"{name}/seeds"]
         out[name], panels[name] = {}, {}
-        for m in methods:
-            ok, secs = solve_batch(tree, tip, targets, seeds, m, args.max_budget_ms / 1e3)
-            s = out[name][m] = summarize(ok, secs)
+        for m in list(dict.fromkeys([*before.get(name, {}), *methods])):
+            if m in methods:
+                ok, secs = solve_batch(tree, tip, targets, seeds, m, args.max_budget_ms / 1e3)
+                s = out[name][m] = summarize(ok, secs)
+            else:
+                s = out[name][m] = before[name][m]
             panels[name][m] = s["curve"]
             rows.append([name, tree.n, m, f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}",
                          f"{s['median_ms']:.2f}"])
@@ -93,7 +103,7 @@ def main():
     if peers:
         for name in out:
             ratios[name] = {f"{ours} / {peer}": out[name][ours]["median_ms"] / max(s["median_ms"], 1e-9)
-                            for ours in ("memetic", "memetic+lm", "lm") if ours in out[name]
+                            for ours in ("memetic", "memetic+lm", "lm", "lm-numpy") if ours in out[name]
                             for peer, s in peers["results"].get(name, {}).items()}
         print("\nRatio of our median time to each peer's (below 1: we are faster)")
         keys = sorted({k for r in ratios.values() for k in r})
@@ -101,7 +111,8 @@ def main():
     plot_curves(os.path.join(RESULTS, "table1_curves.png"), panels, "Table I arms: solved within budget (full pose)")
     write("table1", {"targets": args.targets, "results": out, "ratios": ratios,
                      "peers": peers["machine"] if peers else None},
-          f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}")
+          f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}" + (
+              f" --methods {','.join(methods)} --merge" if args.merge else ""))
 
 
 if __name__ == "__main__":

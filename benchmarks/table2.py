@@ -16,7 +16,7 @@ from fullbody_ik.solvers import LookAt, Pose, Tree
 from .budgets import plot_curves, run_method, summarize
 from .common import RESULTS, URDF, table, write
 
-METHODS = ["memetic", "memetic+lm", "lm", "nullspace", "projected_gradient", "ncg"]
+METHODS = ["memetic", "memetic+lm", "lm", "lm-numpy", "nullspace", "projected_gradient", "ncg"]
 HANDS, FEET = ["left_hand", "right_hand"], ["left_foot", "right_foot"]
 HEAD, HEAD_AXIS = "middle_head", np.array([1.0, 0.0, 0.0])
 

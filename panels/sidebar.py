@@ -9,6 +9,7 @@ from bl_operators.presets import AddPresetBase
 
 from ..registration import register_classes, unregister_classes
 from ..rig.bake import report_summary
+from ..solvers import compiled
 
 PRESET_SUBDIR = os.path.join("fullbody_ik", "solver")
 BUNDLED_PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "solver")
@@ -109,6 +110,7 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row = box.row(align=True)
         row.prop(s, "use_stretch")
         row.prop(s, "use_limit_rotation")
+        box.label(text=f"Core: {compiled.status()}", icon="INFO")
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.operator("fullbody_ik.solve", icon="CON_KINEMATIC")

@@ -52,6 +52,15 @@ def available():
     return numba is not None and _enabled
 
 
+def status():
+    """What serves the solves, in a few words (the UI shows it)."""
+    if numba is None:
+        return "numpy (numba is not installed here)"
+    if not _enabled:
+        return "numpy (the compiled core is switched off)"
+    return "compiled for robot joints (URDF), numpy for bones"
+
+
 def set_enabled(flag):
     """Switch the compiled path on or off for this process (off: every solve runs on numpy)."""
     global _enabled
@@ -109,6 +118,24 @@ class Kernel:
             if orientation is not None:
                 self.has_R[g], self.targets_R[g], self.tol_R[g] = True, orientation.target, orientation.tolerance
 
+    def result(self, problem, q, method, budget, message, restarts=0):
+        """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
+        tested equal), without a numpy FK."""
+        from .objectives import Orientation, Pose
+        from .problem import Result
+
+        errors, cost = judge(np.ascontiguousarray(q, dtype=float), *self.arrays())
+        out_errors, satisfied, details = np.empty(len(problem.objectives)), [], []
+        for g, o in enumerate(problem.objectives):
+            ep, ea = float(errors[g, 0]), float(errors[g, 1])
+            ok = (not self.has_p[g] or ep <= self.tol_p[g]) and (not self.has_R[g] or ea <= self.tol_R[g])
+            out_errors[g] = ea if isinstance(o, Orientation) else ep
+            satisfied.append(bool(ok))
+            details.append({"error": ep, "angular_error": ea} if isinstance(o, Pose) else {"error": out_errors[g]})
+        return Result(q=q, success=all(satisfied), errors=out_errors, iterations=budget.iterations,
+                      elapsed=budget.elapsed(), message=message, method=method, cost=float(cost), satisfied=satisfied,
+                      details=details, restarts=restarts)
+
     def arrays(self):
         """The arguments every kernel takes after q, in order."""
         return (self.parent, np.ascontiguousarray(self.tree.origin, dtype=float), self.kind, self.axis, self.var,
@@ -116,19 +143,26 @@ class Kernel:
                 self.targets_p, self.targets_R, self.has_p, self.has_R, self.sqrt_w, self.tol_p, self.tol_R)
 
 
-def kernel(problem):
-    """The Kernel of a problem when the compiled path covers it and is on, else None (numpy serves)."""
+def covers(tree, objectives):
+    """Whether the compiled path is on and covers this tree and these objectives."""
     if not available():
-        return None
-    tree = problem.tree
+        return False
     from .joints import ScalarModel
     from .objectives import Orientation, Pose, Position
 
     if tree.has_stretch or not all(type(m) is ScalarModel for m in tree.models):
+        return False
+    return all(type(o) in (Position, Orientation, Pose) for o in objectives)
+
+
+def kernel(problem):
+    """The Kernel of a problem when the compiled path covers it and is on, else None (numpy serves)."""
+    if not covers(problem.tree, problem.objectives):
         return None
-    if not all(type(o) in (Position, Orientation, Pose) for o in problem.objectives):
-        return None
-    return Kernel(problem)
+    k = problem.__dict__.get("_kernel")
+    if k is None:
+        k = problem._kernel = Kernel(problem)
+    return k
 
 
 # -- kinematics ---------------------------------------------------------------------------------------------
@@ -226,10 +260,11 @@ def _size(has_p, has_R):
 
 @njit(cache=True)
 def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, sqrt_w,
-             tol_p, tol_R, r, J, want_jacobian):
+             tol_p, tol_R, r, J, want_jacobian, errors):
     """Weighted residuals into r (m,) and, when asked, their Jacobian into J (m, n): Position rows p - target,
-    Orientation rows log(R R_d^T) with J_l^-1 omega (the numpy objectives' formulas). Returns (every goal met,
-    unmet: sum w |r|^2 / 2 over the goals not met)."""
+    Orientation rows log(R R_d^T) with J_l^-1 omega (the numpy objectives' formulas); each goal's position
+    error and angle into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not
+    met)."""
     n = q.shape[0]
     row = 0
     met_all = True
@@ -254,7 +289,8 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
                 r[row + k] = w * x
                 e += x * x
             sq += e
-            ok = ok and math.sqrt(e) <= tol_p[g]
+            errors[g, 0] = math.sqrt(e)
+            ok = ok and errors[g, 0] <= tol_p[g]
             rp = row
             row += 3
         if has_R[g]:
@@ -266,6 +302,7 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
             for k in range(3):
                 r[row + k] = w * phi[k]
             sq += theta * theta
+            errors[g, 1] = theta
             ok = ok and theta <= tol_R[g]
             rR = row
             row += 3
@@ -382,9 +419,10 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     r, J = np.empty(m), np.empty((m, n))
     r_new = np.empty(m)
     Jd = np.empty((m, n))
+    errors = np.zeros((links.shape[0], 2))
     W = fk(q, parent, origin, kind, axis, var)
     met, unmet = evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                          sqrt_w, tol_p, tol_R, r, J, True)
+                          sqrt_w, tol_p, tol_R, r, J, True, errors)
     E = 0.5 * np.dot(r, r)
     history = np.empty(max_iterations + 1)
     history[0] = unmet
@@ -418,7 +456,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         q_new = project(q + dq, lower, upper, continuous)
         W = fk(q_new, parent, origin, kind, axis, var)
         met_new, unmet_new = evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R,
-                                      has_p, has_R, sqrt_w, tol_p, tol_R, r_new, J, False)
+                                      has_p, has_R, sqrt_w, tol_p, tol_R, r_new, J, False, errors)
         E_new = 0.5 * np.dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
@@ -435,7 +473,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 qt = project(q + t * dq, lower, upper, continuous)
                 Wt = fk(qt, parent, origin, kind, axis, var)
                 evaluate(qt, Wt, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                         sqrt_w, tol_p, tol_R, r_new, J, False)
+                         sqrt_w, tol_p, tol_R, r_new, J, False, errors)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
@@ -449,7 +487,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         moved = np.max(np.abs(q_new - q)) if n else 0.0
         W = fk(q_new, parent, origin, kind, axis, var)
         met, unmet = evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p,
-                              has_R, sqrt_w, tol_p, tol_R, r, J, True)
+                              has_R, sqrt_w, tol_p, tol_R, r, J, True, errors)
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
@@ -459,6 +497,19 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             return q, 3, it, met, E
         if moved < step_tol or change < residual_tol:
             return q, 0 if met else 4, it, met, E
+
+
+@njit(cache=True)
+def judge(q, parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
+          targets_R, has_p, has_R, sqrt_w, tol_p, tol_R):
+    """(errors (G, 2): each goal's position error and angle, cost sum w |r|^2 / 2) at q."""
+    m = _size(has_p, has_R)
+    r, J = np.empty(m), np.empty((0, 0))
+    errors = np.zeros((links.shape[0], 2))
+    W = fk(q, parent, origin, kind, axis, var)
+    evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, sqrt_w, tol_p,
+             tol_R, r, J, False, errors)
+    return errors, 0.5 * np.dot(r, r)
 
 
 # -- the solver methods' compiled runs --------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import numpy as np
 
 from .blas import single_thread_blas
 from .methods import METHODS, method as method_record, register_method  # noqa: F401 (the public names)
+from .objectives import Objective
 from .problem import Budget, Problem
 
 
@@ -20,6 +21,11 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     size (tracking: the answer stays near the previous frame's, where random seeds would jump).
     Unreachable goals give the best effort found and ``success=False``, never an exception.
     """
+    from . import compiled
+
+    if method == "lm" and compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives):
+        # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve)
+        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options)
     with single_thread_blas():
         return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options)
 
@@ -29,7 +35,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     record.check_options(options)
     problem = Problem(tree, objectives)
     budget = Budget(time_limit, max_iterations)
-    rng = np.random.default_rng(rng)
+    # rng: a Generator, a seed or None, handed on as it is; drawn from (made a Generator) only when a restart
+    # needs it (making one from the OS's entropy costs more than a compiled solve).
     q0 = np.zeros(tree.n) if seed_q is None else np.asarray(seed_q, dtype=float).reshape(-1)
     if q0.shape != (tree.n,):
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
@@ -66,6 +73,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if not best_key[0] or count >= max_restarts or budget.exhausted():
             break
         count += 1
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
         if nearby:
             seed = tree.project(best_q + rng.normal(0.0, float(nearby), tree.n) * tree.weights)
         else:

@@ -49,13 +49,21 @@ def _compare(tree, goals, q):
     W = compiled.fk(q, a[0], a[1], a[2], a[3], a[4])
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
     m = compiled._size(k.has_p, k.has_R)
-    r, J = np.empty(m), np.empty((m, tree.n))
+    r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
     met, _ = compiled.evaluate(q, W, k.kind, k.axis, k.var, k.ancestors, k.links, k.offsets, k.targets_p,
-                               k.targets_R, k.has_p, k.has_R, k.sqrt_w, k.tol_p, k.tol_R, r, J, True)
+                               k.targets_R, k.has_p, k.has_R, k.sqrt_w, k.tol_p, k.tol_R, r, J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
     assert met == problem.satisfied(state)
+    # The Result judged on the compiled path is the numpy one: errors, met, details, cost.
+    from fullbody_ik.solvers.problem import Budget
+
+    fast, ref = k.result(problem, q, "lm", Budget(), "x"), Problem(tree, goals).result(q, "lm", Budget(), "x")
+    assert np.allclose(fast.errors, ref.errors, atol=1e-12) and fast.satisfied == ref.satisfied
+    assert abs(fast.cost - ref.cost) < 1e-9 * max(1.0, ref.cost) and fast.success == ref.success
+    assert all(d1.keys() == d2.keys() and np.allclose(list(d1.values()), list(d2.values()), atol=1e-12)
+               for d1, d2 in zip(fast.details, ref.details))
 
 
 @pytest.mark.parametrize("robot", ROBOTS, ids=[r[0] for r in ROBOTS])
@@ -132,8 +140,10 @@ def test_what_it_does_not_cover_runs_on_numpy():
     assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Displacement(np.zeros(tree.n))])) is None
     bones = Tree([BoneJoint("b", "root", "tip", np.eye(4))])
     assert compiled.kernel(Problem(bones, [Position("tip", (0, 1, 0))])) is None
+    assert compiled.status().startswith("compiled")  # what the sidebar shows
     compiled.set_enabled(False)
     try:
+        assert "switched off" in compiled.status()
         assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T)])) is None
         assert solve(tree, [Pose(ROBOTS[0][2], T)], np.full(tree.n, 0.1), "lm", max_iterations=200).success
     finally:
