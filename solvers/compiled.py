@@ -10,7 +10,7 @@ installed, where it is switched off (``FULLBODY_IK_NUMPY=1`` or :func:`set_enabl
 not cover yet, which :func:`kernel` says by returning None.
 
 Covered: trees of revolute, continuous, prismatic and fixed joints (URDF robots; ``Tree.from_urdf``) with
-Position, Orientation and Pose goals. Not yet: Blender bone joints (swing ellipse, twist, stretch), free
+Position, Orientation, Pose and LookAt goals. Not yet: Blender bone joints (swing ellipse, twist, stretch), free
 roots, and the other objectives: those problems run on numpy.
 
 The compile happens once per machine (``cache=True``; the cache in ``NUMBA_CACHE_DIR``, else the user's cache
@@ -99,13 +99,14 @@ class Kernel:
                 np.ascontiguousarray(tree.ancestors, dtype=np.bool_))
         (self.parent, self.kind, self.axis, self.var, self.lower, self.upper, self.continuous, self.weights,
          self.ancestors) = arrays
-        from .objectives import Orientation, Pose, Position
+        from .objectives import LookAt, Orientation, Pose, Position
 
         G = len(problem.objectives)
         self.links = np.zeros(G, dtype=np.int64)
         self.offsets, self.targets_p = np.zeros((G, 3)), np.zeros((G, 3))
         self.targets_R = np.tile(np.eye(3), (G, 1, 1))
         self.has_p, self.has_R = np.zeros(G, dtype=np.bool_), np.zeros(G, dtype=np.bool_)
+        self.has_L, self.look_axes = np.zeros(G, dtype=np.bool_), np.zeros((G, 3))
         self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.full(G, np.inf), np.full(G, np.inf)
         for g, o in enumerate(problem.objectives):
             position = o.position if isinstance(o, Pose) else o if isinstance(o, Position) else None
@@ -117,19 +118,22 @@ class Kernel:
                 self.tol_p[g] = position.tolerance
             if orientation is not None:
                 self.has_R[g], self.targets_R[g], self.tol_R[g] = True, orientation.target, orientation.tolerance
+            if isinstance(o, LookAt):  # its target in targets_p, its tolerance (an angle) in tol_R
+                self.has_L[g], self.look_axes[g], self.targets_p[g], self.tol_R[g] = True, o.axis, o.target, o.tolerance
 
     def result(self, problem, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
         tested equal), without a numpy FK."""
-        from .objectives import Orientation, Pose
+        from .objectives import LookAt, Orientation, Pose
         from .problem import Result
 
         errors, cost = judge(np.ascontiguousarray(q, dtype=float), *self.arrays())
         out_errors, satisfied, details = np.empty(len(problem.objectives)), [], []
         for g, o in enumerate(problem.objectives):
             ep, ea = float(errors[g, 0]), float(errors[g, 1])
-            ok = (not self.has_p[g] or ep <= self.tol_p[g]) and (not self.has_R[g] or ea <= self.tol_R[g])
-            out_errors[g] = ea if isinstance(o, Orientation) else ep
+            ok = (not self.has_p[g] or ep <= self.tol_p[g]) and (not (self.has_R[g] or self.has_L[g]) or
+                                                                  ea <= self.tol_R[g])
+            out_errors[g] = ea if isinstance(o, (Orientation, LookAt)) else ep
             satisfied.append(bool(ok))
             details.append({"error": ep, "angular_error": ea} if isinstance(o, Pose) else {"error": out_errors[g]})
         return Result(q=q, success=all(satisfied), errors=out_errors, iterations=budget.iterations,
@@ -140,7 +144,8 @@ class Kernel:
         """The arguments every kernel takes after q, in order."""
         return (self.parent, np.ascontiguousarray(self.tree.origin, dtype=float), self.kind, self.axis, self.var,
                 self.lower, self.upper, self.continuous, self.weights, self.ancestors, self.links, self.offsets,
-                self.targets_p, self.targets_R, self.has_p, self.has_R, self.sqrt_w, self.tol_p, self.tol_R)
+                self.targets_p, self.targets_R, self.has_p, self.has_R, self.has_L, self.look_axes, self.sqrt_w,
+                self.tol_p, self.tol_R)
 
 
 def covers(tree, objectives):
@@ -148,11 +153,11 @@ def covers(tree, objectives):
     if not available():
         return False
     from .joints import ScalarModel
-    from .objectives import Orientation, Pose, Position
+    from .objectives import LookAt, Orientation, Pose, Position
 
     if tree.has_stretch or not all(type(m) is ScalarModel for m in tree.models):
         return False
-    return all(type(o) in (Position, Orientation, Pose) for o in objectives)
+    return all(type(o) in (Position, Orientation, Pose, LookAt) for o in objectives)
 
 
 def kernel(problem):
@@ -251,16 +256,16 @@ def _jl_inverse(v, out):
 
 
 @njit(cache=True)
-def _size(has_p, has_R):
+def _size(has_p, has_R, has_L):
     m = 0
     for g in range(has_p.shape[0]):
-        m += 3 * has_p[g] + 3 * has_R[g]
+        m += 3 * has_p[g] + 3 * has_R[g] + 3 * has_L[g]
     return m
 
 
 @njit(cache=True)
-def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, sqrt_w,
-             tol_p, tol_R, r, J, want_jacobian, errors):
+def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L,
+             look_axes, sqrt_w, tol_p, tol_R, r, J, want_jacobian, errors):
     """Weighted residuals into r (m,) and, when asked, their Jacobian into J (m, n): Position rows p - target,
     Orientation rows log(R R_d^T) with J_l^-1 omega (the numpy objectives' formulas); each goal's position
     error and angle into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not
@@ -270,6 +275,7 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
     met_all = True
     unmet = 0.0
     phi, p, a, d = np.empty(3), np.empty(3), np.empty(3), np.empty(3)
+    Vl, dl, dp = np.empty(3), np.empty(3), np.empty(3)
     Rm, Ji = np.empty((3, 3)), np.empty((3, 3))
     var_link = np.full(n, -1, dtype=np.int64)
     for i in range(var.shape[0]):
@@ -308,6 +314,26 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
             row += 3
             if want_jacobian:
                 _jl_inverse(phi, Ji)
+        rL, dist, far = -1, 1.0, False
+        if has_L[g]:  # LookAt: r = V - d, V the link's axis, d the unit direction to the target
+            dist = 0.0
+            for k in range(3):
+                Vl[k] = Wg[k, 0] * look_axes[g, 0] + Wg[k, 1] * look_axes[g, 1] + Wg[k, 2] * look_axes[g, 2]
+                dl[k] = targets_p[g, k] - Wg[k, 3]
+                dist += dl[k] * dl[k]
+            dist = math.sqrt(dist)
+            far = dist > 1e-12
+            e = 0.0
+            for k in range(3):
+                dl[k] = dl[k] / max(dist, 1e-12) if far else Vl[k]
+                r[row + k] = w * (Vl[k] - dl[k])
+                e += (Vl[k] - dl[k]) ** 2
+            sq += e
+            angle = 2.0 * math.asin(min(max(0.5 * math.sqrt(e), 0.0), 1.0))
+            errors[g, 1] = angle
+            ok = ok and angle <= tol_R[g]
+            rL = row
+            row += 3
         if not ok:
             met_all = False
             unmet += 0.5 * w * w * sq
@@ -318,6 +344,8 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
                 J[rp, v] = J[rp + 1, v] = J[rp + 2, v] = 0.0
             if rR >= 0:
                 J[rR, v] = J[rR + 1, v] = J[rR + 2, v] = 0.0
+            if rL >= 0:
+                J[rL, v] = J[rL + 1, v] = J[rL + 2, v] = 0.0
             if not ancestors[links[g], v]:
                 continue
             i = var_link[v]
@@ -337,6 +365,23 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
             elif rp >= 0:  # prismatic: moves the point along its axis, turns nothing
                 for k in range(3):
                     J[rp + k, v] = w * a[k]
+            if rL >= 0:  # dV - dd: omega x V + (I - d d^T) dp / |T - p|, dp the link origin's velocity
+                revolute = kind[i] == _REVOLUTE
+                for k in range(3):
+                    dp[k] = Wg[k, 3] - Wi[k, 3]
+                if revolute:
+                    x0 = a[1] * dp[2] - a[2] * dp[1]
+                    x1 = a[2] * dp[0] - a[0] * dp[2]
+                    x2 = a[0] * dp[1] - a[1] * dp[0]
+                    dp[0], dp[1], dp[2] = x0, x1, x2
+                else:
+                    dp[0], dp[1], dp[2] = a[0], a[1], a[2]
+                dd = dl[0] * dp[0] + dl[1] * dp[1] + dl[2] * dp[2]
+                for k in range(3):
+                    col = (dp[k] - dl[k] * dd) / dist if far else 0.0
+                    if revolute:
+                        col += (a[(k + 1) % 3] * Vl[(k + 2) % 3] - a[(k + 2) % 3] * Vl[(k + 1) % 3])
+                    J[rL + k, v] = w * col
     return met_all, unmet
 
 
@@ -409,20 +454,20 @@ def _damped_step(J, r, lam, D, held, dq):
 @njit(cache=True)
 def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks,
               parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
-              targets_R, has_p, has_R, sqrt_w, tol_p, tol_R):
+              targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R):
     """solvers.lm.run compiled: q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I (paper 001
     eq. 11-15), the step solved within the box bounds it pushes against, a shorter step when the full one is
     worse (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping
     rules. Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2)."""
     n = q.shape[0]
-    m = _size(has_p, has_R)
+    m = _size(has_p, has_R, has_L)
     r, J = np.empty(m), np.empty((m, n))
     r_new = np.empty(m)
     Jd = np.empty((m, n))
     errors = np.zeros((links.shape[0], 2))
     W = fk(q, parent, origin, kind, axis, var)
     met, unmet = evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                          sqrt_w, tol_p, tol_R, r, J, True, errors)
+                          has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors)
     E = 0.5 * np.dot(r, r)
     history = np.empty(max_iterations + 1)
     history[0] = unmet
@@ -456,7 +501,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         q_new = project(q + dq, lower, upper, continuous)
         W = fk(q_new, parent, origin, kind, axis, var)
         met_new, unmet_new = evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R,
-                                      has_p, has_R, sqrt_w, tol_p, tol_R, r_new, J, False, errors)
+                                      has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors)
         E_new = 0.5 * np.dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
@@ -473,7 +518,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 qt = project(q + t * dq, lower, upper, continuous)
                 Wt = fk(qt, parent, origin, kind, axis, var)
                 evaluate(qt, Wt, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                         sqrt_w, tol_p, tol_R, r_new, J, False, errors)
+                         has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
@@ -487,7 +532,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         moved = np.max(np.abs(q_new - q)) if n else 0.0
         W = fk(q_new, parent, origin, kind, axis, var)
         met, unmet = evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p,
-                              has_R, sqrt_w, tol_p, tol_R, r, J, True, errors)
+                              has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors)
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
@@ -501,14 +546,14 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
 
 @njit(cache=True)
 def judge(q, parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
-          targets_R, has_p, has_R, sqrt_w, tol_p, tol_R):
+          targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R):
     """(errors (G, 2): each goal's position error and angle, cost sum w |r|^2 / 2) at q."""
-    m = _size(has_p, has_R)
+    m = _size(has_p, has_R, has_L)
     r, J = np.empty(m), np.empty((0, 0))
     errors = np.zeros((links.shape[0], 2))
     W = fk(q, parent, origin, kind, axis, var)
-    evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, sqrt_w, tol_p,
-             tol_R, r, J, False, errors)
+    evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes,
+             sqrt_w, tol_p, tol_R, r, J, False, errors)
     return errors, 0.5 * np.dot(r, r)
 
 

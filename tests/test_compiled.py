@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from fullbody_ik.solvers import Orientation, Pose, Position, Tree, compiled, solve
+from fullbody_ik.solvers import LookAt, Orientation, Pose, Position, Tree, compiled, solve
 from fullbody_ik.solvers.joints import Joint
 from fullbody_ik.solvers.problem import Problem
 from fullbody_ik.solvers.rotations import exp_so3
@@ -48,10 +48,11 @@ def _compare(tree, goals, q):
     a = k.arrays()
     W = compiled.fk(q, a[0], a[1], a[2], a[3], a[4])
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
-    m = compiled._size(k.has_p, k.has_R)
+    m = compiled._size(k.has_p, k.has_R, k.has_L)
     r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
     met, _ = compiled.evaluate(q, W, k.kind, k.axis, k.var, k.ancestors, k.links, k.offsets, k.targets_p,
-                               k.targets_R, k.has_p, k.has_R, k.sqrt_w, k.tol_p, k.tol_R, r, J, True, errors)
+                               k.targets_R, k.has_p, k.has_R, k.has_L, k.look_axes, k.sqrt_w, k.tol_p, k.tol_R, r,
+                               J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
@@ -74,7 +75,8 @@ def test_fk_residuals_and_jacobians_match_numpy_on_the_robots(robot):
     for q in tree.random_configurations(rng, 10):
         T = tree.fk_batch(tree.random_configurations(rng, 1))[0, tree.link(tip)]
         goals = [Pose(tip, T, offset=(0.0, 0.05, 0.1)), Position(middle, rng.normal(size=3), weight=0.3),
-                 Orientation(tip, exp_so3(rng.normal(size=3)), weight=2.0)]
+                 Orientation(tip, exp_so3(rng.normal(size=3)), weight=2.0),
+                 LookAt(middle, rng.normal(size=3), axis=rng.normal(size=3), weight=0.7)]
         _compare(tree, goals, q)
 
 
@@ -86,7 +88,8 @@ def test_fk_residuals_and_jacobians_match_numpy_on_random_trees():
             links = rng.choice(len(tree.link_names), 3)
             goals = [Position(tree.link_names[links[0]], rng.normal(size=3), offset=rng.normal(size=3)),
                      Orientation(tree.link_names[links[1]], exp_so3(rng.normal(size=3)), weight=0.5),
-                     Pose(tree.link_names[links[2]], np.eye(4), weight=3.0)]
+                     Pose(tree.link_names[links[2]], np.eye(4), weight=3.0),
+                     LookAt(tree.link_names[links[0]], rng.normal(size=3), axis=(1.0, 0.0, 0.0))]
             _compare(tree, goals, q)
     # A rotation of the goal near pi takes log's symmetric-part branch.
     tree = random_tree(rng)
