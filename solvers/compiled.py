@@ -185,9 +185,17 @@ def _matmul4(A, B, out):
 @njit(cache=True)
 def fk(q, parent, origin, kind, axis, var):
     """(L, 4, 4) world matrices of every link (links in the tree's order, parents first)."""
+    W = np.empty((parent.shape[0], 4, 4))
+    fk_into(q, parent, origin, kind, axis, var, W)
+    return W
+
+
+@njit(cache=True)
+def fk_into(q, parent, origin, kind, axis, var, W):
+    """fk into W (L, 4, 4)."""
     L = parent.shape[0]
-    W = np.empty((L, 4, 4))
     M = np.empty((4, 4))
+    local = np.empty((4, 4))
     W[0] = origin[0]
     for i in range(1, L):
         M[:, :] = 0.0
@@ -205,10 +213,8 @@ def fk(q, parent, origin, kind, axis, var):
         elif kind[i] == _PRISMATIC:
             t = q[var[i]]
             M[0, 3], M[1, 3], M[2, 3] = t * axis[i, 0], t * axis[i, 1], t * axis[i, 2]
-        local = np.empty((4, 4))
         _matmul4(origin[i], M, local)
         _matmul4(W[parent[i]], local, W[i])
-    return W
 
 
 @njit(cache=True)
@@ -270,17 +276,30 @@ def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, target
     Orientation rows log(R R_d^T) with J_l^-1 omega (the numpy objectives' formulas); each goal's position
     error and angle into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not
     met)."""
-    n = q.shape[0]
-    row = 0
-    met_all = True
-    unmet = 0.0
-    phi, p, a, d = np.empty(3), np.empty(3), np.empty(3), np.empty(3)
-    Vl, dl, dp = np.empty(3), np.empty(3), np.empty(3)
-    Rm, Ji = np.empty((3, 3)), np.empty((3, 3))
+    return _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L,
+                     look_axes, sqrt_w, tol_p, tol_R, r, J, want_jacobian, errors, _workspace(q.shape[0], var))
+
+
+@njit(cache=True)
+def _workspace(n, var):
+    """evaluate's work space: 3-vectors (7, 3), 3x3 matrices (2, 3, 3), each variable's link (n,)."""
     var_link = np.full(n, -1, dtype=np.int64)
     for i in range(var.shape[0]):
         if var[i] >= 0:
             var_link[var[i]] = i
+    return np.empty((7, 3)), np.empty((2, 3, 3)), var_link
+
+
+@njit(cache=True)
+def _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes,
+              sqrt_w, tol_p, tol_R, r, J, want_jacobian, errors, ws):
+    n = q.shape[0]
+    row = 0
+    met_all = True
+    unmet = 0.0
+    vectors, matrices, var_link = ws
+    phi, p, a, d, Vl, dl, dp = vectors[0], vectors[1], vectors[2], vectors[3], vectors[4], vectors[5], vectors[6]
+    Rm, Ji = matrices[0], matrices[1]
     for g in range(links.shape[0]):
         Wg = W[links[g]]
         w = sqrt_w[g]
@@ -400,10 +419,10 @@ def project(q, lower, upper, continuous):
 
 
 @njit(cache=True)
-def _spd_solve(H, b, x):
-    """x = H^-1 b for a symmetric positive definite H (Cholesky; H is J^T J + lambda I)."""
+def _spd_solve(H, b, x, Lc, y):
+    """x = H^-1 b for a symmetric positive definite H (Cholesky; H is J^T J + lambda I); Lc (n, n) and y (n,)
+    are work space."""
     n = H.shape[0]
-    Lc = np.zeros((n, n))
     for j in range(n):
         s = H[j, j]
         for k in range(j):
@@ -414,7 +433,6 @@ def _spd_solve(H, b, x):
             for k in range(j):
                 s -= Lc[i, k] * Lc[j, k]
             Lc[i, j] = s / Lc[j, j]
-    y = np.empty(n)
     for i in range(n):
         s = b[i]
         for k in range(i):
@@ -428,11 +446,10 @@ def _spd_solve(H, b, x):
 
 
 @njit(cache=True)
-def _damped_step(J, r, lam, D, held, dq):
-    """dq = -D (J_h^T J_h + lam I)^-1 J_h^T r with the held variables' columns removed (eq. 11-12)."""
+def _damped_step(J, r, lam, D, held, dq, H, b, Lc, y):
+    """dq = -D (J_h^T J_h + lam I)^-1 J_h^T r with the held variables' columns removed (eq. 11-12); H, Lc (n, n)
+    and b, y (n,) are work space."""
     m, n = J.shape
-    H = np.empty((n, n))
-    b = np.empty(n)
     for i in range(n):
         for j in range(i, n):
             s = 0.0
@@ -446,7 +463,7 @@ def _damped_step(J, r, lam, D, held, dq):
             for k in range(m):
                 s += J[k, i] * r[k]
         b[i] = -s
-    _spd_solve(H, b, dq)
+    _spd_solve(H, b, dq, Lc, y)
     for i in range(n):
         dq[i] = 0.0 if held[i] else D[i] * dq[i]
 
@@ -465,9 +482,11 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     r_new = np.empty(m)
     Jd = np.empty((m, n))
     errors = np.zeros((links.shape[0], 2))
+    H, Lc, b, y = np.empty((n, n)), np.empty((n, n)), np.empty(n), np.empty(n)
+    ws = _workspace(n, var)
     W = fk(q, parent, origin, kind, axis, var)
-    met, unmet = evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                          has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors)
+    met, unmet = _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
+                          has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors, ws)
     E = 0.5 * np.dot(r, r)
     history = np.empty(max_iterations + 1)
     history[0] = unmet
@@ -487,7 +506,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 Jd[k, v] = J[k, v] * D[v]
         lam = mu * (damping_scale * E + damping_bias)
         held[:] = False
-        _damped_step(Jd, r, lam, D, held, dq)
+        _damped_step(Jd, r, lam, D, held, dq, H, b, Lc, y)
         for _ in range(3):  # constrained_step: hold the variables on a bound that the step pushes outward
             grown = False
             for v in range(n):
@@ -497,11 +516,12 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                     grown = True
             if not grown:
                 break
-            _damped_step(Jd, r, lam, D, held, dq)
+            _damped_step(Jd, r, lam, D, held, dq, H, b, Lc, y)
         q_new = project(q + dq, lower, upper, continuous)
-        W = fk(q_new, parent, origin, kind, axis, var)
-        met_new, unmet_new = evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R,
-                                      has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors)
+        fk_into(q_new, parent, origin, kind, axis, var, W)
+        met_new, unmet_new = _evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R,
+                                       has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors,
+                                       ws)
         E_new = 0.5 * np.dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
@@ -516,9 +536,9 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 if t <= 0.0:
                     continue
                 qt = project(q + t * dq, lower, upper, continuous)
-                Wt = fk(qt, parent, origin, kind, axis, var)
-                evaluate(qt, Wt, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                         has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors)
+                fk_into(qt, parent, origin, kind, axis, var, W)
+                _evaluate(qt, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
+                         has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors, ws)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
@@ -530,9 +550,9 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         else:
             mu = max(mu / 2.0, 1.0)
         moved = np.max(np.abs(q_new - q)) if n else 0.0
-        W = fk(q_new, parent, origin, kind, axis, var)
-        met, unmet = evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p,
-                              has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors)
+        fk_into(q_new, parent, origin, kind, axis, var, W)
+        met, unmet = _evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p,
+                              has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors, ws)
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
@@ -542,6 +562,33 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             return q, 3, it, met, E
         if moved < step_tol or change < residual_tol:
             return q, 0 if met else 4, it, met, E
+
+
+@njit(cache=True)
+def restarts_kernel(q, seeds, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks,
+                    parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
+                    targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R):
+    """lm_kernel from q, then from each of ``seeds`` in turn (each search given up when it stalls), until one
+    meets every goal or max_iterations run out. Returns (the search's q when the iterations ran out (to go on
+    from) or the last answer, the best q, its (met, E), seeds used, iterations, whether the iterations ran out)."""
+    total, used = 0, 0
+    best_q, best_met, best_E = q.copy(), False, np.inf
+    while True:
+        q_end, status, its, met, E = lm_kernel(q, max_iterations - total, stall, damping_bias, damping_scale,
+                                               step_tol, residual_tol, backtracks, parent, origin, kind, axis, var,
+                                               lower, upper, continuous, D, ancestors, links, offsets, targets_p,
+                                               targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R)
+        total += its
+        if (met and not best_met) or (met == best_met and E < best_E):
+            best_q, best_met, best_E = q_end.copy(), met, E
+        if met:
+            return q_end, best_q, best_met, best_E, used, total, False
+        if status == 1 or total >= max_iterations:
+            return q_end, best_q, best_met, best_E, used, total, True
+        if used >= seeds.shape[0]:
+            return q_end, best_q, best_met, best_E, used, total, False
+        q = seeds[used].copy()
+        used += 1
 
 
 @njit(cache=True)
@@ -587,27 +634,43 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
     return (q, message, met, E) if judged else (q, message)
 
 
-def run_restarts(k, problem, q, budget, rng=None, stall=5, **options):
-    """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another is
-    cheaper): from the seed, then from random feasible configurations, each search given up when it stalls,
-    until one meets every objective or the budget ends. (q, message) of the first success, else of the best."""
-    options.pop("starts", None)
+def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12,
+                 backtracks=8, damping_scale=1.0, starts=None):
+    """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another
+    is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn eight at a
+    time, each search given up when it stalls, until one meets every objective or the budget ends. (q, message)
+    of the first success, else of the best."""
+    args = k.arrays()
     tree = problem.tree
-    best_q, best_key, count = None, None, 0
+    q = np.ascontiguousarray(q, dtype=float)
+    seeds = np.empty((0, tree.n))
+    best_q, best_key, count = q, (True, np.inf), 0
     while True:
-        q_end, message, met, E = run(k, problem, q, budget, stall=stall, judged=True, **options)
-        key = (not met, E)
-        if best_key is None or key < best_key:
-            best_q, best_key, best_message = q_end, key, message
-        if met or budget.exhausted():
+        left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
+        if left <= 0 or budget.past_deadline():
             break
-        count += 1
-        if not isinstance(rng, np.random.Generator):
-            rng = np.random.default_rng(rng)
-        q = tree.random_configurations(rng, 1)[0]
+        q, found, met, E, used, iterations, ran_out = restarts_kernel(
+            q, seeds, left, int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol),
+            float(residual_tol), int(backtracks), *args)
+        budget.iterations += iterations
+        count += used
+        seeds = seeds[used:]
+        if (not met, E) < best_key:
+            best_q, best_key = found, (not met, E)
+        if met or (budget.deadline is None and budget.max_iterations is None and count >= 10):
+            break  # (no budget at all: ten restarts, as solve allows a local method)
+        if not ran_out:  # the seeds are used up: more, and on from the first of them
+            if not isinstance(rng, np.random.Generator):
+                rng = np.random.default_rng(rng)
+            seeds = np.ascontiguousarray(tree.random_configurations(rng, 8))
+            q, seeds, count = seeds[0].copy(), seeds[1:], count + 1
+    if best_key[1] == np.inf:  # nothing ran: judge the seed
+        st = problem.state(q)
+        return q, MESSAGES[0] if problem.satisfied(st) else MESSAGES[1]
+    message = MESSAGES[0] if not best_key[0] else MESSAGES[1] if budget.exhausted() else MESSAGES[3]
     if count:
-        best_message += f" (best of {count + 1} starts)"
-    return best_q, best_message
+        message += f" (best of {count + 1} starts)"
+    return best_q, message
 
 
 def warm():
