@@ -34,9 +34,30 @@ def _target(kind):
     return scenes.import_quaternius(bpy)[0]
 
 
-def _contact_heights(source, target, first, last):
-    """([heights over the target's floor of a sole point at the source's contact frames of that point], [point
-    names]), world units: the source's contacts from the foot placement's detector, the target's points sampled."""
+def test_retargeting_onto_a_slope_plants_every_contact_on_it():
+    """--terrain in the same pass: CMU's walk onto mannequiny over a 10 degree slope; every sole point that
+    touches in the source stands on the slope (measured against the slope's own formula, apart from the
+    report), the soles turned to it."""
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = scenes.import_mannequiny(bpy)[0]
+    height = scenes.slope(10.0, along=(0.0, -1.0))
+    scenes.terrain_mesh(bpy, "ground", height, size=(10, 10), resolution=0.05)
+    bpy.context.view_layer.update()
+    last = first + 100
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, last, terrain=["ground"]))
+    assert report.ok, report.text()
+    for side, a in report.feet.after.items():
+        assert a["penetration_mm_max"] < 8 and a["float_mm_max"] < 2 and a["sole_normal_deg_max"] < 3, (side, a)
+    points, names = _contact_points(source, target, first, last)
+    gaps = np.concatenate([p[:, 2] - height(p[:, 0], p[:, 1]) for p in points])
+    assert len(gaps) > 100 and np.median(np.abs(gaps)) < 1e-3 and np.percentile(np.abs(gaps), 95) < 3e-3, \
+        np.percentile(np.abs(gaps), [50, 95, 100])
+
+
+def _contact_points(source, target, first, last):
+    """([world positions (k, 3) of a sole point of the target at the source's contact frames of that point],
+    [point names]): the source's contacts from the foot placement's detector, the target's points sampled."""
     from fullbody_ik.rig.footplant import SoleSampler, sample_motion
     from fullbody_ik.rig.retarget import humanoid_feet
 
@@ -45,16 +66,25 @@ def _contact_heights(source, target, first, last):
     motion = sample_motion(bpy.context.scene, source, sf, frames)
     where = {(sf[k].side, n): j for j, (k, n, _, _) in enumerate(motion.sampler.specs)}
     sampler = SoleSampler(target, tf)
-    W = np.array(target.matrix_world)
-    floor = min(float((W @ np.append(p.rest, 1.0))[2]) for f in tf for p in f.points)
     pts = []
     for f in frames:
         bpy.context.scene.frame_set(f)
         pts.append(sampler.sample())
     pts = np.array(pts)
-    out = [(pts[:, j, 2] - floor)[motion.contacts[:, where[(tf[k].side, n)]]] for j, (k, n, _, _) in
-           enumerate(sampler.specs)]
+    out = [pts[motion.contacts[:, where[(tf[k].side, n)]], j] for j, (k, n, _, _) in enumerate(sampler.specs)]
     return out, [n for _, n, _, _ in sampler.specs]
+
+
+def _contact_heights(source, target, first, last):
+    """([heights over the target's floor of a sole point at the source's contact frames of that point], [point
+    names]), world units."""
+    from fullbody_ik.rig.retarget import humanoid_feet
+
+    W = np.array(target.matrix_world)
+    floor = min(float((W @ np.append(p.rest, 1.0))[2]) for f in humanoid_feet(target, map_humanoid(target))
+                for p in f.points)
+    points, names = _contact_points(source, target, first, last)
+    return [p[:, 2] - floor for p in points], names
 
 
 def _direction(obj, bone):
