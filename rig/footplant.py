@@ -360,6 +360,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=()):
         turns = {}
         on_ankle = np.array([sampler.specs[j][2] in (feet[k].ankle, *(stiff & {feet[k].ball})) for j in cols])
         is_tip = np.array([sampler.specs[j][1] == "toe" for j in cols])
+        foot_length = float(np.median(np.linalg.norm(pts[:, cols[-1]] - pts[:, cols[0]], axis=-1)))  # heel to toe
         prepared = {}
         for t in np.flatnonzero(touching.any(axis=1)):
             c = touching[t]
@@ -388,17 +389,21 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=()):
             level_on = {}
             for t, (R, turned, h_all, ok_all) in prepared.items():
                 rigid = touching[t] & ok_all & on_ankle & ~is_tip  # a toe tip on a foot with no toe bone is no sole
-                if rigid.any():  # a point the copied foot holds far above the others (a heel already lifting) is not
-                    gap = turned[:, 2] - h_all  # turned down onto the floor
-                    rigid &= gap - gap[rigid].min() < 0.05 * leg
-                level_on[t] = (turned, rigid if rigid.sum() >= 2 else touching[t] & ok_all, h_all)
+                weights = rigid.astype(float)
+                if rigid.any():  # a point the copied foot holds above the others (a heel already lifting: its leg
+                    # could not reach) is turned down less, by nothing from a sixth of the foot's length up
+                    rise = turned[:, 2] - h_all
+                    rise -= rise[rigid].min()
+                    weights *= np.clip((1.0 / 6.0 - rise / foot_length) / (1.0 / 6.0 - 1.0 / 20.0), 0.0, 1.0)
+                if (weights > 0).sum() < 2:
+                    weights = (touching[t] & ok_all).astype(float)
+                level_on[t] = (turned, weights, h_all)
             tilts = _level_track(level_on, 0.5 ** (1.0 / max(HALF_LIFE * fps, 1.0)))
         for t, (R, turned, h_all, ok_all) in prepared.items():
             c = touching[t]
             base = c & ok_all  # the points the foot rests on
             if options.on_floor:
-                mask = level_on[t][1]
-                middle = turned[mask].mean(axis=0)
+                middle = _pivot(turned, level_on[t][1])
                 turned = middle + (turned - middle) @ tilts[t].T
                 R = tilts[t] @ R
                 base = base & on_ankle if (base & on_ankle).any() else base
@@ -510,8 +515,16 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=()):
                 _bend_track(obj, sampler, feet[k], cols, targets, contacts, terrain, leg, fps)
     lower = np.min([swing_offset[:, cols[0]] for cols in feet_cols], axis=0)  # one offset per foot (raised whole)
     lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
-    if options.on_floor and contacts.any():  # the body goes down (or up) by what brought its contacts onto the floor
-        lower += float(np.median((targets[..., 2] - pts[..., 2] - swing_offset)[contacts]))
+    if options.on_floor and contacts.any():  # the body goes down (or up) by what brought its contacts onto the floor:
+        # each frame, by what the foot brought down most needed (a leg cannot reach further), smoothed
+        drop = np.where(contacts, targets[..., 2] - pts[..., 2] - swing_offset, np.nan)
+        need = np.full(F, np.nan)
+        for c in feet_cols:
+            touching_any = contacts[:, c].any(axis=1)
+            mean_drop = np.nanmean(np.where(contacts[:, c], drop[:, c], np.nan)[touching_any], axis=1)
+            need[touching_any] = np.fmin(need[touching_any], mean_drop)
+        need = _fill(need[:, None])[:, 0]  # between contacts: from the nearest
+        lower += _moving(need[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     pelvis_target = pelvis.copy()
     pelvis_target[:, 2] += ease_pelvis * lower
     warnings = []
@@ -532,20 +545,28 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=()):
                     off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat), sampler, pelvis_name
 
 
-def _tilt(points, mask, heights, prior):
-    """The horizontal rotation vector w (2,) that, turning a rigid foot's points (P, 3) about the middle of those
-    in ``mask``, puts those at one height over ``heights`` (P,), least changed from ``prior`` (least squares, from
-    a small turn's rise (w x r)_z = w_x r_y - w_y r_x of a point r from the middle: a line of points, across the
-    ball, fixes only the turn about it; one point fixes nothing)."""
+def _pivot(points, weights):
+    """The weighted middle of points (P, 3) (weights (P,) >= 0, some above 0): what a foot is turned about."""
+    return (weights[:, None] * points).sum(axis=0) / weights.sum()
+
+
+def _tilt(points, weights, heights, prior):
+    """The horizontal rotation vector w (2,) that, turning a rigid foot's points (P, 3) about their weighted
+    middle, puts those of weight above 0 at one height over ``heights`` (P,), weighted least squares, least
+    changed from ``prior`` (from a small turn's rise (w x r)_z = w_x r_y - w_y r_x of a point r from the middle:
+    a line of points, across the ball, fixes only the turn about it; one point fixes nothing)."""
     w = np.array(prior, dtype=float)
+    mask = weights > 0
     if mask.sum() < 2:
         return w
-    middle = points[mask].mean(axis=0)
-    r0 = points[mask] - middle
+    sw = np.sqrt(weights[mask])
+    r0 = points[mask] - _pivot(points, weights)
     for _ in range(4):
         r = r0 @ exp_so3(np.array([w[0], w[1], 0.0])).T
         gap = r[:, 2] - heights[mask]
-        step, *_ = np.linalg.lstsq(np.column_stack([r[:, 1], -r[:, 0]]), gap.mean() - gap, rcond=0.1)
+        target = (weights[mask] * gap).sum() / weights[mask].sum()
+        step, *_ = np.linalg.lstsq(sw[:, None] * np.column_stack([r[:, 1], -r[:, 0]]), sw * (target - gap),
+                                   rcond=0.1)
         w += step
         if np.hypot(*step) < 1e-7:
             break
@@ -579,7 +600,18 @@ def _bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
     R = U @ D @ Vt  # (F, 3, 3) the foot's turn from its rest
     across = R @ across0
     touching = contacts[:, cols]
+    # Bent onto the terrain only while the foot stands flat on it (heel and ball down): as the heel lifts, the toe
+    # follows the neighbouring frames' bend (a leg near its reach cannot also bend the toe to the floor).
+    heel, ball = names.get("heel"), names.get("ball")
     stands = (touching & rigid).any(axis=1)  # on points of its ankle bone
+    flat = stands.copy()
+    if heel is not None and ball is not None:  # heights over the terrain under each (a slope is flat ground)
+        length = np.linalg.norm(T[:, heel] - T[:, ball], axis=-1)
+        over = []
+        for j in (heel, ball):
+            hj, _, okj = terrain.below(T[:, j], T[:, j, 2] + 0.5 * leg)
+            over.append(np.where(okj, T[:, j, 2] - hj, np.nan))
+        flat &= np.abs(over[0] - over[1]) < 0.1 * np.maximum(length, 1e-9)  # NaN (no terrain): not flat
     decay = 0.5 ** (1.0 / max(HALF_LIFE * fps, 1.0))
     for i in np.flatnonzero(~rigid):
         J = cb + np.einsum("fij,j->fi", R, joints[i] - ca)
@@ -597,7 +629,7 @@ def _bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
             wrap = lambda x: (x + np.pi) % (2 * np.pi) - np.pi  # noqa: E731
             return min((wrap(phase + base), wrap(phase - base)), key=abs)
 
-        fixed = {t: angle(t, h[t]) for t in range(F) if touching[t, i] and stands[t] and ok[t]}
+        fixed = {t: angle(t, h[t]) for t in range(F) if touching[t, i] and flat[t] and ok[t]}
         passes = []
         for seq in (range(F), range(F - 1, -1, -1)):
             theta, out = 0.0, np.zeros(F)
