@@ -610,28 +610,24 @@ CHUNK = 200  # iterations per kernel call: the wall-clock budget is checked betw
 
 
 def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
-        damping_scale=1.0, judged=False):
-    """solvers.lm.run on the compiled kernel: (q, message), or with ``judged`` (q, message, every objective met,
-    cost). Iterations count into ``budget``; the wall clock is looked at every CHUNK iterations (a kernel call
-    cannot read it), so a solve overruns its time limit by at most one chunk (about a millisecond on a 7-joint
-    arm)."""
+        damping_scale=1.0):
+    """solvers.lm.run on the compiled kernel: (q, message). Iterations count into ``budget``; the wall clock is
+    looked at every CHUNK iterations (a kernel call cannot read it), so a solve overruns its time limit by at
+    most one chunk (about a millisecond on a 7-joint arm)."""
     args = k.arrays()
     q = np.ascontiguousarray(q, dtype=float)
-    met, E, message = False, np.inf, MESSAGES[1]
+    met = None  # not judged yet: nothing ran
     while True:
         left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
         if left <= 0 or budget.past_deadline():
-            if not np.isfinite(E):  # nothing ran: judge the seed
-                met, E = problem.satisfied(problem.state(q)), problem.cost(problem.state(q))
-            message = MESSAGES[0] if met else MESSAGES[1]
-            break
-        q, status, iterations, met, E = lm_kernel(q, left, int(stall or 0), float(damping_bias), float(damping_scale),
+            if met is None:
+                met = problem.satisfied(problem.state(q))
+            return q, MESSAGES[0] if met else MESSAGES[1]
+        q, status, iterations, met, _ = lm_kernel(q, left, int(stall or 0), float(damping_bias), float(damping_scale),
                                                   float(step_tol), float(residual_tol), int(backtracks), *args)
         budget.iterations += iterations
         if status != 1:
-            message = MESSAGES[status]
-            break
-    return (q, message, met, E) if judged else (q, message)
+            return q, MESSAGES[status]
 
 
 def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12,
