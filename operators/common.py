@@ -3,12 +3,40 @@
 
 import contextlib
 
+from ..rig import RigError
 from ..rig.armature import rotation_path
 
 
 def active_armature(context):
     """Poll of the operators that work on the active armature."""
     return context.active_object is not None and context.active_object.type == "ARMATURE"
+
+
+class ArmatureOperator:
+    """Base of the operators that change the active armature: one undo step, available on any armature."""
+
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return active_armature(context)
+
+
+def run_job(op, context, job, failed, done):
+    """Run ``job(progress)`` (a foot placement, a retargeting) under the progress bar and report on it: a RigError
+    cancels (nothing was changed); a report that is not ok is an error whose result is kept for inspection.
+    ``failed(report)`` and ``done(report)`` say what happened."""
+    try:
+        with progress_bar(context) as progress:
+            report = job(progress)
+    except RigError as e:
+        op.report({"ERROR"}, f"nothing was changed: {e}")
+        return {"CANCELLED"}
+    if not report.ok:
+        op.report({"ERROR"}, f"{failed(report)}; the result is kept in action {report.action!r} for inspection")
+    else:
+        op.report({"INFO"}, done(report))
+    return {"FINISHED"}
 
 
 def armature_problem(context, need_pose_mode=False):

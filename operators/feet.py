@@ -6,9 +6,8 @@ import bpy
 from bpy.props import IntProperty
 
 from ..registration import register_classes, unregister_classes
-from ..rig import RigError
 from ..rig.footplant import FootOptions, foot_placement
-from .common import active_armature, armature_problem, progress_bar
+from .common import ArmatureOperator, armature_problem, run_job
 
 
 def terrain_names(props):
@@ -19,19 +18,14 @@ def terrain_names(props):
     return names
 
 
-class FULLBODY_IK_OT_foot_placement(bpy.types.Operator):
+class FULLBODY_IK_OT_foot_placement(ArmatureOperator, bpy.types.Operator):
     """Plant the feet of the active armature's action on the terrain, baked into a new action"""
 
     bl_idname = "fullbody_ik.foot_placement"
     bl_label = "Place Feet"
-    bl_options = {"REGISTER", "UNDO"}
 
     frame_start: IntProperty(name="Start", description="First frame (default: the scene's)")
     frame_end: IntProperty(name="End", description="Last frame (default: the scene's)")
-
-    @classmethod
-    def poll(cls, context):
-        return active_armature(context)
 
     def execute(self, context):
         problem = armature_problem(context)
@@ -46,19 +40,10 @@ class FULLBODY_IK_OT_foot_placement(bpy.types.Operator):
             return {"CANCELLED"}
         start = self.frame_start if self.properties.is_property_set("frame_start") else scene.frame_start
         end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
-        try:
-            with progress_bar(context) as progress:
-                report = foot_placement(scene, obj, FootOptions(start, end, names, props.feet,
-                                                                max_error=props.max_error), progress=progress)
-        except RigError as e:
-            self.report({"ERROR"}, f"nothing was changed: {e}")
-            return {"CANCELLED"}
-        if not report.ok:
-            self.report({"ERROR"}, f"Foot placement failed: {report.verdict}; the result is kept in action "
-                                   f"{report.action!r} for inspection")
-        else:
-            self.report({"INFO"}, f"Feet placed in {report.action!r}: {report.verdict}")
-        return {"FINISHED"}
+        options = FootOptions(start, end, names, props.feet, max_error=props.max_error)
+        return run_job(self, context, lambda progress: foot_placement(scene, obj, options, progress=progress),
+                       lambda r: f"Foot placement failed: {r.verdict}",
+                       lambda r: f"Feet placed in {r.action!r}: {r.verdict}")
 
 
 CLASSES = (FULLBODY_IK_OT_foot_placement,)

@@ -8,22 +8,17 @@ from bpy.props import IntProperty
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
 from ..rig.retarget import RetargetOptions, retarget
-from .common import active_armature, progress_bar
+from .common import ArmatureOperator, run_job
 
 
-class FULLBODY_IK_OT_retarget(bpy.types.Operator):
+class FULLBODY_IK_OT_retarget(ArmatureOperator, bpy.types.Operator):
     """Retarget the source armature's action onto the active armature, baked into a new action"""
 
     bl_idname = "fullbody_ik.retarget"
     bl_label = "Retarget"
-    bl_options = {"REGISTER", "UNDO"}
 
     frame_start: IntProperty(name="Start", description="First frame of the source (default: its action's)")
     frame_end: IntProperty(name="End", description="Last frame of the source (default: its action's)")
-
-    @classmethod
-    def poll(cls, context):
-        return active_armature(context)
 
     def execute(self, context):
         target = context.active_object
@@ -39,19 +34,9 @@ class FULLBODY_IK_OT_retarget(bpy.types.Operator):
             self.frame_start if self.properties.is_property_set("frame_start") else None,
             self.frame_end if self.properties.is_property_set("frame_end") else None,
             props.root, props.ik, [props.terrain.name] if props.terrain is not None else [], hands=props.hands)
-        try:
-            with progress_bar(context) as progress:
-                report = retarget(context.scene, source, target, options, progress=progress)
-        except RigError as e:
-            self.report({"ERROR"}, f"nothing was changed: {e}")
-            return {"CANCELLED"}
-        if not report.ok:
-            self.report({"ERROR"}, f"Retargeting missed its contacts: {report.feet.verdict}; the result is kept in "
-                                   f"action {report.action!r} for inspection")
-        else:
-            self.report({"INFO"}, f"Retargeted into {report.action!r} ({len(report.mapping)} bones mapped, scale "
-                                  f"{report.scale:.3f})")
-        return {"FINISHED"}
+        return run_job(self, context, lambda progress: retarget(context.scene, source, target, options, progress),
+                       lambda r: f"Retargeting missed its contacts: {r.feet.verdict}",
+                       lambda r: f"Retargeted into {r.action!r} ({len(r.mapping)} bones mapped, scale {r.scale:.3f})")
 
 
 ROLE_ORDER = ("pelvis", "chest", "neck", "head") + tuple(
@@ -69,17 +54,12 @@ def fill_bone_map(obj, humanoid):
         row.confidence = humanoid.confidence.get(role, 0.0 if not row.bone else 1.0)
 
 
-class FULLBODY_IK_OT_bone_map_fill(bpy.types.Operator):
+class FULLBODY_IK_OT_bone_map_fill(ArmatureOperator, bpy.types.Operator):
     """List the active armature's bone map for editing: from a preset whose bones it has, else found from its
     hierarchy and names"""
 
     bl_idname = "fullbody_ik.bone_map_fill"
     bl_label = "Map Bones"
-    bl_options = {"REGISTER", "UNDO"}
-
-    @classmethod
-    def poll(cls, context):
-        return active_armature(context)
 
     def execute(self, context):
         from ..rig.humanoid import map_humanoid
@@ -95,16 +75,11 @@ class FULLBODY_IK_OT_bone_map_fill(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class FULLBODY_IK_OT_bone_map_clear(bpy.types.Operator):
+class FULLBODY_IK_OT_bone_map_clear(ArmatureOperator, bpy.types.Operator):
     """Forget the active armature's edited bone map (retargeting then maps it again by itself)"""
 
     bl_idname = "fullbody_ik.bone_map_clear"
     bl_label = "Clear Bone Map"
-    bl_options = {"REGISTER", "UNDO"}
-
-    @classmethod
-    def poll(cls, context):
-        return active_armature(context)
 
     def execute(self, context):
         context.active_object.fullbody_ik.bone_map.clear()
@@ -133,7 +108,7 @@ class FULLBODY_IK_OT_bone_map_save(bpy.types.Operator):
         import os
         import re
 
-        from ..rig.humanoid import from_roles
+        from ..rig.humanoid import from_roles, user_bone_map_folder
 
         obj = context.active_object
         roles = {r.role: r.bone for r in obj.fullbody_ik.bone_map if r.bone}
@@ -143,8 +118,7 @@ class FULLBODY_IK_OT_bone_map_save(bpy.types.Operator):
             self.report({"ERROR"}, f"not saved: {e}")
             return {"CANCELLED"}
         name = self.name.strip() or obj.name
-        folder = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", "fullbody_ik", "bone_maps"),
-                                         create=True)
+        folder = user_bone_map_folder(create=True)
         path = os.path.join(folder, re.sub(r"[^\w.-]+", "_", name) + ".json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"name": name, "roles": roles}, f, indent=1)

@@ -175,6 +175,19 @@ def _split_foot(obj, part):
     return part, None  # the message names the whole
 
 
+def best_per_side(obj, words, key):
+    """{side: bone} of the bones named with one of ``words`` and a side, the one of least ``key(bone)`` per side."""
+    found = {}
+    for bone in obj.data.bones:
+        side = _side(bone.name) if _is_candidate(bone.name, words) else None
+        if side is None:
+            continue
+        k = key(bone)
+        if side not in found or k < found[side][0]:
+            found[side] = (k, bone)
+    return {side: bone for side, (_, bone) in found.items()}
+
+
 def find_feet(obj, spec=None):
     """[left Foot, right Foot] of an armature. ``spec``: "ANKLE:BALL,ANKLE:BALL" (or ANKLE alone) given by
     hand; otherwise found from names and hierarchy. A RigError lists the candidates when they cannot be found."""
@@ -187,20 +200,12 @@ def find_feet(obj, spec=None):
             raise RigError(f"--feet {spec!r}: give the two feet, a left and a right one, as ANKLE:BALL,ANKLE:BALL "
                            "(sides are read from the names, else the first is the left)")
         return feet
-    found = {}
-    for bone in obj.data.bones:
-        if not _is_candidate(bone.name, FOOT_WORDS):
-            continue
-        side = _side(bone.name)
-        if side is None:
-            continue
-        # Prefer deform bones, then bones with a toe child, then the ones lower in the hierarchy (the leg's).
-        key = (_rank(bone.name), _ball_of(bone) is None, -len(bone.parent_recursive))
-        if side not in found or key < found[side][0]:
-            found[side] = (key, bone.name)
+    # Prefer deform bones, then bones with a toe child, then the ones lower in the hierarchy (the leg's).
+    found = best_per_side(obj, FOOT_WORDS,
+                          lambda bone: (_rank(bone.name), _ball_of(bone) is None, -len(bone.parent_recursive)))
     if set(found) != {"left", "right"}:
         listed = ", ".join(repr(n) for n in candidates(obj)[:12]) or "none"
         missing = " and ".join(s for s in ("left", "right") if s not in found)
         raise RigError(f"the {missing} foot of {obj.name!r} could not be found from bone names (candidates: "
                        f"{listed}): give them by hand, e.g. --feet LeftFoot:LeftToeBase,RightFoot:RightToeBase")
-    return [_foot(obj, side, found[side][1]) for side in ("left", "right")]
+    return [_foot(obj, side, found[side].name) for side in ("left", "right")]

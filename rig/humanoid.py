@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .armature import RigError
-from .feet import _is_candidate, _rank, _side, find_feet
+from .feet import _rank, _side, best_per_side, find_feet
 
 HAND_WORDS = ("hand", "wrist", "palm")
 SIDES = ("left", "right")
@@ -82,17 +82,8 @@ def _lca(bones):
 
 def find_hands(obj):
     """{side: hand bone} from names (deform bones first), the one lowest in its hierarchy."""
-    found = {}
-    for bone in obj.data.bones:
-        if not _is_candidate(bone.name, HAND_WORDS):
-            continue
-        side = _side(bone.name)
-        if side is None:
-            continue
-        key = (_rank(bone.name), len(bone.parent_recursive))  # deform bones, then the one nearest the body
-        if side not in found or key < found[side][0]:
-            found[side] = (key, bone)
-    return {s: v[1] for s, v in found.items()}
+    # deform bones, then the one nearest the body
+    return best_per_side(obj, HAND_WORDS, lambda bone: (_rank(bone.name), len(bone.parent_recursive)))
 
 
 BUNDLED_MAPS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "bone_maps")
@@ -100,18 +91,21 @@ REQUIRED = ("pelvis", "chest") + tuple(f"{s} {r}" for s in SIDES for r in ("thig
                                                                           "forearm", "hand"))
 
 
-def bone_map_folders():
-    """Where bone maps are read from: the user's own folder (saved from the panel) first, then the bundled ones."""
-    folders = []
+def user_bone_map_folder(create=False):
+    """The user's own bone map folder (where the panel saves them), or None outside Blender."""
     try:
         import bpy
 
-        user = bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", "fullbody_ik", "bone_maps"))
-        if user:
-            folders.append(user)
+        return bpy.utils.user_resource("SCRIPTS", path=os.path.join("presets", "fullbody_ik", "bone_maps"),
+                                       create=create) or None
     except (ImportError, AttributeError):
-        pass
-    return folders + [BUNDLED_MAPS]
+        return None
+
+
+def bone_map_folders():
+    """Where bone maps are read from: the user's own folder (saved from the panel) first, then the bundled ones."""
+    user = user_bone_map_folder()
+    return ([user] if user else []) + [BUNDLED_MAPS]
 
 
 def bone_maps():
