@@ -298,7 +298,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
                   in_place, contacts, source, treadmill)
 
 
-def plan(scene, obj, feet, terrain, frames, options, stiff=()):
+def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     """Sample the source motion and compute every frame's targets (world)."""
     m = sample_motion(scene, obj, feet, frames, options.step)
     sampler, pts, rotations, pelvis_name, pelvis, ankles = m.sampler, m.pts, m.rotations, m.pelvis_name, m.pelvis, \
