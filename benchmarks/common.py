@@ -34,3 +34,20 @@ def table(rows, headers):
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
+
+
+def run_cases(firsts, seconds, run, row, width):
+    """Run every (first, second) case with ``run(first, second) -> result dict``; returns (results {"first second":
+    result}, table rows from ``row(first, second, result)``, each printed as it comes). A case that cannot run is
+    reported in its row (``width`` cells), never hidden."""
+    results, rows = {}, []
+    for a in firsts:
+        for b in seconds:
+            try:
+                r = run(a, b)
+            except Exception as e:
+                r = {"error": f"{type(e).__name__}: {e}"}
+            results[f"{a} {b}"] = r
+            rows.append([a, b, "-", "error", r["error"][:70]] + [""] * (width - 5) if "error" in r else row(a, b, r))
+            print(rows[-1], flush=True)
+    return results, rows

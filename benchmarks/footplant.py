@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from .common import table, write
+from .common import run_cases, table, write
 
 TERRAINS = ("dem", "stairs", "slope", "noise", "modifiers")
 
@@ -161,25 +161,16 @@ def main():
     args = ap.parse_args()
     import bpy
 
-    results, rows = {}, []
-    for clip in args.clips.split(","):
-        for kind in args.terrains.split(","):
-            try:
-                r = run_case(bpy, clip, kind, args.frames)
-            except Exception as e:  # a case that cannot run is reported, not hidden
-                r = {"error": f"{type(e).__name__}: {e}"}
-            results[f"{clip} {kind}"] = r
-            if "error" in r:
-                rows.append([clip, kind, "-", "error", r["error"][:60], "", "", "", "", "", "", ""])
-            else:
-                f = lambda k: f"{r['before_' + k]:.1f} / {r['offset_' + k]:.1f} / {r['after_' + k]:.1f}"  # noqa: E731
-                rows.append([clip, kind, r["frames"], "yes" if r["ok"] else "NO", f("penetration_mm_max"),
-                             f("float_mm_max"),
-                             f("point_float_mm_max"), f("sole_normal_deg_max"), f("skate_mm_per_frame"),
-                             f"{r['result_acceleration'] / max(r['source_acceleration'], 1e-12):.2f}",
-                             f"{r['swing_clearance_source_mm']:.0f} / {r['swing_clearance_result_mm']:.0f}",
-                             f"{r['ms_per_frame']:.1f}"])
-            print(rows[-1], flush=True)
+    def row(clip, kind, r):
+        f = lambda k: f"{r['before_' + k]:.1f} / {r['offset_' + k]:.1f} / {r['after_' + k]:.1f}"  # noqa: E731
+        return [clip, kind, r["frames"], "yes" if r["ok"] else "NO", f("penetration_mm_max"), f("float_mm_max"),
+                f("point_float_mm_max"), f("sole_normal_deg_max"), f("skate_mm_per_frame"),
+                f"{r['result_acceleration'] / max(r['source_acceleration'], 1e-12):.2f}",
+                f"{r['swing_clearance_source_mm']:.0f} / {r['swing_clearance_result_mm']:.0f}",
+                f"{r['ms_per_frame']:.1f}"]
+
+    results, rows = run_cases(args.clips.split(","), args.terrains.split(","),
+                              lambda clip, kind: run_case(bpy, clip, kind, args.frames), row, 12)
     headers = ["clip", "terrain", "frames", "ok", "penetration mm (src/offset/ours)", "float mm", "point float mm",
                "sole normal deg", "skate mm/frame", "accel ratio", "min swing clearance mm (src/ours)", "ms/frame"]
     print(table(rows, headers))

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from .common import table, write
+from .common import run_cases, table, write
 
 SOURCES = ("02_01", "02_03", "02_04", "03_01", "boxing")
 TARGETS = ("metarig", "mannequiny", "quaternius")
@@ -138,25 +138,16 @@ def main():
     args = ap.parse_args()
     import bpy
 
-    results, rows = {}, []
-    for source in args.sources.split(","):
-        for target in args.targets.split(","):
-            try:
-                r = run_case(bpy, source, target, args.frames)
-            except Exception as e:  # a case that cannot run is reported, not hidden
-                r = {"error": f"{type(e).__name__}: {e}"}
-            results[f"{source} {target}"] = r
-            if "error" in r:
-                rows.append([source, target, "-", "error", r["error"][:70], "", "", "", "", ""])
-            else:
-                rows.append([source, target, r["frames"], "yes" if r["ok"] else "NO",
-                             f"{r['source_skate_mm']:.2f} / {r['copy_skate_mm']:.2f} / {r['ours_skate_mm']:.2f}",
-                             f"{r['copy_toe_mean']:.1f} ± {r['copy_toe_spread'] / 2:.1f} / "
-                             f"{r['ours_toe_mean']:.1f} ± {r['ours_toe_spread'] / 2:.1f}",
-                             f"{r['copy_acc'] / max(r['source_acc'], 1e-12):.2f} / "
-                             f"{r['ours_acc'] / max(r['source_acc'], 1e-12):.2f}",
-                             r["violations"], f"{r['copy_ms']:.1f} / {r['ours_ms']:.1f}"])
-            print(rows[-1], flush=True)
+    def row(source, target, r):
+        return [source, target, r["frames"], "yes" if r["ok"] else "NO",
+                f"{r['source_skate_mm']:.2f} / {r['copy_skate_mm']:.2f} / {r['ours_skate_mm']:.2f}",
+                f"{r['copy_toe_mean']:.1f} ± {r['copy_toe_spread'] / 2:.1f} / "
+                f"{r['ours_toe_mean']:.1f} ± {r['ours_toe_spread'] / 2:.1f}",
+                f"{r['copy_acc'] / max(r['source_acc'], 1e-12):.2f} / {r['ours_acc'] / max(r['source_acc'], 1e-12):.2f}",
+                r["violations"], f"{r['copy_ms']:.1f} / {r['ours_ms']:.1f}"]
+
+    results, rows = run_cases(args.sources.split(","), args.targets.split(","),
+                              lambda s, t: run_case(bpy, s, t, args.frames), row, 9)
     headers = ["source", "target", "frames", "ok", "skate mm/frame (source scaled / copy / ours)",
                "toe tip over the floor at contacts mm, mean ± half spread (copy / ours)", "leg accel ratio (copy / ours)",
                "limit violations", "ms/frame (copy / ours)"]

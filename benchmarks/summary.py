@@ -22,6 +22,13 @@ def load(name):
         return json.load(fh)
 
 
+def stored_table(name, title, notes):
+    """The paragraph of a benchmark that stores its table (rows and headers), or None before it has run."""
+    r = load(name)
+    return r and (f"**{title}** (`{r['command']}`, {r['machine']['date']}; {notes}).\n\n"
+                  + table(r["rows"], r["headers"]))
+
+
 def section():
     parts = []
     r = load("paper001")
@@ -110,24 +117,21 @@ def section():
                      f"the same chains, evaluated by `frame_set`) (`{r['command']}`, {r['machine']['date']}; aim: no "
                      "slower than Blender).\n\n"
                      + table(rows, ["clip", "solver", "frames", "ms/frame", "mean mm", "p95 mm", "max mm"]))
-    r = load("footplant")
-    if r:
-        parts.append("**Foot placement on terrains** (`" + r["command"] + f"`, {r['machine']['date']}; worst foot, at "
-                     "contact frames; each cell: the source as it is / moved by its best single vertical offset / "
-                     "ours; float: the foot's, by its contact point nearest its place; point float: the worst single point, "
-                     "which a rigid foot on uneven ground or a source sole below its own floor lifts; "
+    parts += [p for p in (
+        stored_table("footplant", "Foot placement on terrains",
+                     "worst foot, at contact frames; each cell: the source as it is / moved by its best single vertical "
+                     "offset / ours; float: the foot's, by its contact point nearest its place; point float: the worst "
+                     "single point, which a rigid foot on uneven ground or a source sole below its own floor lifts; "
                      "aims: penetration <= 1 mm, float <= 5 mm, sole normal <= 3 deg, skate <= the source's, "
                      "leg acceleration <= 1.5x the source's, swing clearance >= the source's, time per frame <= the "
-                     "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
-    r = load("retarget")
-    if r:
-        parts.append("**Retargeting onto other characters** (`" + r["command"] + f"`, {r['machine']['date']}; at the "
-                     "source's contact frames, lengths for a 0.9 m hip height; copy: rest poses aligned, root "
+                     "tracking bake's"),
+        stored_table("retarget", "Retargeting onto other characters",
+                     "at the source's contact frames, lengths for a 0.9 m hip height; copy: rest poses aligned, root "
                      "scaled, no contacts planted (plain rotation copy at its best); ours: the same, then every "
                      "contact point planted on the floor; toe tips: height over the floor, mean ± half the spread "
-                     "(how far from the floor after the best offset); aims: skate <= the source's scaled, toes within 2 mm of the floor at "
-                     "contacts, no limit violations, leg acceleration <= 1.5x the source's, time per frame <= the "
-                     "tracking bake's).\n\n" + table(r["rows"], r["headers"]))
+                     "(how far from the floor after the best offset); aims: skate <= the source's scaled, toes within "
+                     "2 mm of the floor at contacts, no limit violations, leg acceleration <= 1.5x the source's, time "
+                     "per frame <= the tracking bake's")) if p]
     r = load("drag_step")
     if r:
         rows = [[m, d["variables"], f"{d['median_ms']:.1f}", f"{d['p95_ms']:.1f}", f"{100 * d['success_rate']:.0f} %",
