@@ -8,6 +8,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/helpers.
 import pytest  # noqa: E402
 
 
+@pytest.fixture
+def unregistered():
+    """The extension unregistered after the test: a test that registers it leaves nothing behind
+    (``pytestmark = pytest.mark.usefixtures("unregistered")`` in the modules that use bpy)."""
+    yield
+    bpy = sys.modules.get("bpy")
+    if bpy is not None and hasattr(bpy.types.Object, "fullbody_ik"):
+        import fullbody_ik
+
+        fullbody_ik.unregister()
+
+
 @pytest.fixture(scope="session")
 def iiwa():
     """The KUKA LBR iiwa arm (7 revolute joints) from its URDF."""

@@ -21,11 +21,7 @@ from test_real_scenes import action_snapshot  # noqa: E402
 FRAMES = (2, 101)
 
 
-@pytest.fixture(autouse=True)
-def _unregister():
-    yield
-    if hasattr(bpy.types.Object, "fullbody_ik"):
-        fullbody_ik.unregister()
+pytestmark = pytest.mark.usefixtures("unregistered")
 
 
 def walk_on(height, name="ground"):

@@ -7,7 +7,6 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-import fullbody_ik  # noqa: E402
 from fullbody_ik.rig import RigError  # noqa: E402
 from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
 from fullbody_ik.tools import scenes  # noqa: E402
@@ -15,11 +14,7 @@ from fullbody_ik.tools import scenes  # noqa: E402
 LIMBS = ("thigh", "shin", "foot", "shoulder", "upper_arm", "forearm", "hand")
 
 
-@pytest.fixture(autouse=True)
-def _unregister():
-    yield
-    if hasattr(bpy.types.Object, "fullbody_ik"):
-        fullbody_ik.unregister()
+pytestmark = pytest.mark.usefixtures("unregistered")
 
 
 def load(kind):

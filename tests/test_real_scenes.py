@@ -18,11 +18,7 @@ from fullbody_ik.tools import scenes  # noqa: E402
 from test_cli import run  # noqa: E402  (the command line in a real process)
 
 
-@pytest.fixture(autouse=True)
-def _unregister():
-    yield
-    if hasattr(bpy.types.Object, "fullbody_ik"):
-        fullbody_ik.unregister()
+pytestmark = pytest.mark.usefixtures("unregistered")
 
 
 def action_snapshot(action):

@@ -14,11 +14,7 @@ from fullbody_ik.tools import scenes  # noqa: E402
 from test_real_scenes import action_snapshot  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _unregister():
-    yield
-    if hasattr(bpy.types.Object, "fullbody_ik"):
-        fullbody_ik.unregister()
+pytestmark = pytest.mark.usefixtures("unregistered")
 
 
 def _target(kind):
