@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from .common import run_cases, table, write
+from .footplant import leg_acceleration
 
 SOURCES = ("02_01", "02_03", "02_04", "03_01", "boxing")
 TARGETS = ("metarig", "mannequiny", "quaternius")
@@ -42,15 +43,6 @@ def load(bpy, source, target):
         tgt = scenes.import_quaternius(bpy)[0]
     bpy.context.view_layer.update()
     return src, tgt, first, last
-
-
-def leg_angles(bpy, obj, frames, bones):
-    out = []
-    for f in frames:
-        bpy.context.scene.frame_set(f)
-        out.append([np.arccos(np.clip((np.trace(np.array(obj.pose.bones[b].matrix_basis)[:3, :3]) - 1) / 2, -1, 1))
-                    for b in bones])
-    return np.array(out)
 
 
 def measure(bpy, tgt, frames, contacts, unit):
@@ -105,7 +97,7 @@ def run_case(bpy, source, target, max_frames):
         contacts = np.array([motion.contacts[:, where[(tfeet[k].side, n)]] for k, n, _, _ in ts.specs]).T
         m = measure(bpy, tgt, frames, contacts, unit)
         legs = [ht.bone(f"{s} {r}") for s in ("left", "right") for r in ("thigh", "shin", "foot")]
-        acc = float(np.mean(np.abs(np.diff(leg_angles(bpy, tgt, frames, legs), 2, axis=0))))
+        acc = leg_acceleration(bpy, tgt, frames, legs)
         key = "ours" if ik else "copy"
         row[f"{key}_skate_mm"], row[f"{key}_toe_mean"], row[f"{key}_toe_spread"] = \
             m["skate_mm"], m["toe_mm_mean"], m["toe_mm_spread"]
@@ -125,7 +117,7 @@ def run_case(bpy, source, target, max_frames):
                         sk.append(np.linalg.norm(np.diff(motion.pts[a:b + 1, j, :2], axis=0), axis=1))
             row["source_skate_mm"] = 1e3 * s_unit * float(np.concatenate(sk).mean()) if sk else 0.0
             src_legs = [hs.bone(f"{s} {r}") for s in ("left", "right") for r in ("thigh", "shin", "foot")]
-            row["source_acc"] = float(np.mean(np.abs(np.diff(leg_angles(bpy, src, frames, src_legs), 2, axis=0))))
+            row["source_acc"] = leg_acceleration(bpy, src, frames, src_legs)
         row["frames"] = len(frames)
     return row
 
