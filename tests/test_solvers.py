@@ -108,6 +108,24 @@ def test_tracker_first_frame_local_then_follows_with_continuity(iiwa):
         Tracker(iiwa, "magic")
 
 
+def test_tracker_meets_goals_that_preferences_pull_outside_their_tolerance(iiwa):
+    """A preference (infinite tolerance) never makes a frame fail: when its pull holds a goal outside its
+    tolerance at the weighted optimum (however long the search), the tracker meets the goals alone from there,
+    and reports the frame on every objective it was given."""
+    rng = np.random.default_rng(11)
+    q0, q1 = iiwa.random_configurations(rng, 2)
+    tip = lambda q: iiwa.fk(q)["lbr_iiwa_link_7"][:3, 3]  # noqa: E731
+    tracker = Tracker(iiwa, "lm", 0.05, continuity=1e-4, seed=1)
+    tracker.step([Position("lbr_iiwa_link_7", tip(q0))], q0)
+    goal = Position("lbr_iiwa_link_7", tip(q1))
+    keep = Displacement(q0, weight=1.0)  # as heavy as the goal: the weighted optimum lies far from the goal
+    weighted = solve(iiwa, [goal, keep], q0, "lm", max_iterations=500, restarts=False)
+    assert not weighted.success and weighted.errors[0] > 10 * goal.tolerance  # what the old policy returned
+    res = tracker.step([goal, keep])
+    assert res.success and len(res.errors) == 2 and res.errors[0] <= goal.tolerance
+    assert np.isfinite(res.errors[1]) and res.cost > 0.0
+
+
 def test_same_seed_same_answer(iiwa):
     objs = [Position("lbr_iiwa_link_7", [5.0, 0.0, 0.0])]
     a = solve(iiwa, objs, None, method="lm", max_iterations=60, rng=7, restarts=True)
