@@ -9,9 +9,11 @@ stopping rules of :func:`solvers.lm.run`, one formula each, the same law. The nu
 installed, where it is switched off (``FULLBODY_IK_NUMPY=1`` or :func:`set_enabled`), and for what this does
 not cover yet, which :func:`kernel` says by returning None.
 
-Covered: trees of revolute, continuous, prismatic and fixed joints (URDF robots; ``Tree.from_urdf``) with
-Position, Orientation, Pose and LookAt goals. Not yet: Blender bone joints (swing ellipse, twist, stretch), free
-roots, and the other objectives: those problems run on numpy.
+Covered: trees of revolute, continuous, prismatic and fixed joints (URDF robots; ``Tree.from_urdf``), Blender
+bones with Blender's IK settings (unlimited balls, swing and twist or elbows with their limits and locks, one-axis
+hinges, stiffness) and free roots, with Position, Orientation, Pose, LookAt, Displacement and JointValue goals. Not
+yet: bones that stretch (ik_stretch) and the other objectives (Distance, JointFunction): those problems run on
+numpy.
 
 The compile happens once per machine (``cache=True``; the cache in ``NUMBA_CACHE_DIR``, else the user's cache
 folder, else a temporary one); :func:`warm` runs it on a small problem.
@@ -20,6 +22,7 @@ folder, else a temporary one); :func:`warm` runs it on a small problem.
 import math
 import os
 import tempfile
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -58,7 +61,7 @@ def status():
         return "numpy (numba is not installed here)"
     if not _enabled:
         return "numpy (the compiled core is switched off)"
-    return "compiled for robot joints (URDF), numpy for bones"
+    return "compiled (numpy for stretching bones and distance goals)"
 
 
 def set_enabled(flag):
@@ -71,48 +74,97 @@ def set_enabled(flag):
 MESSAGES = ("every objective within tolerance", "budget exhausted",
             "converged (no step decreases the error: local minimum or limits)", "stalled (local minimum or limits)",
             "converged (step or residual change below tolerance)")
-_NONE, _REVOLUTE, _PRISMATIC = 0, 1, 2
+# Link kinds: a scalar joint (URDF's, a one-axis bone), an unlimited bone (rotation vector), a bone with limits or
+# locks (swing and twist, or Blender's elbow), a free root (translation, rotation vector).
+_NONE, _REVOLUTE, _PRISMATIC, _BALL, _SWING, _FREE = 0, 1, 2, 3, 4, 5
+# Goal kinds: a link's position, orientation or look direction (any of them); a displacement; a joint value.
+_CARTESIAN, _DISPLACEMENT, _JOINT_VALUE = 0, 1, 2
+
+
+def _tree_arrays(tree):
+    """The tree as arrays for the kernels, once per tree (its joints do not change; its origins may, and are read
+    at each solve): (parent, kind, axis, var, cols, elbow, angle limits, limited, swing lo, swing hi, nearest,
+    clip lower, clip upper, continuous, weights, ancestors, var_link)."""
+    arrays = tree.__dict__.get("_compiled_arrays")
+    if arrays is not None:
+        return arrays
+    from .joints import BallModel, FreeModel, ScalarModel, SwingTwistModel
+
+    L = len(tree.link_names)
+    kind, axis, var = np.zeros(L, dtype=np.int64), np.zeros((L, 3)), np.full(L, -1, dtype=np.int64)
+    cols, elbow = np.full((L, 3), -1, dtype=np.int64), np.full(L, -1, dtype=np.int64)
+    angle_limits, limited = np.zeros((L, 3, 2)), np.zeros((L, 3), dtype=np.bool_)
+    swing_lo, swing_hi = np.zeros((L, 2)), np.zeros((L, 2))
+    continuous = np.zeros(tree.n, dtype=np.bool_)
+    nearest = False
+    for m in tree.models:
+        for row, frame in enumerate(m.frames):
+            var[frame] = m.vars[row, 0]
+            if type(m) is ScalarModel:
+                axis[frame] = m.axes[row]
+                kind[frame] = _PRISMATIC if m.prismatic[row] else _REVOLUTE
+                continuous[m.vars[row, 0]] = bool(m.continuous[row])
+            elif type(m) is BallModel:
+                kind[frame] = _BALL
+            elif type(m) is FreeModel:
+                kind[frame] = _FREE
+            elif type(m) is SwingTwistModel:
+                kind[frame] = _SWING
+                for a, k in m.col.items():
+                    cols[frame, a] = m.vars[row, k]
+                if m.elbow:
+                    elbow[frame] = 0 if 0 in m.col else 2
+                angle_limits[frame], limited[frame] = m.angle_limits[row], m.limited[row]
+                swing_lo[frame], swing_hi[frame] = m.swing_lo[row], m.swing_hi[row]
+                nearest = bool(m.nearest)
+            else:
+                raise TypeError(f"the compiled path does not cover {type(m).__name__}")
+    arrays = tree._compiled_arrays = (
+        np.ascontiguousarray(tree.parent, dtype=np.int64), kind, axis, var, cols, elbow, angle_limits, limited,
+        swing_lo, swing_hi, nearest, np.ascontiguousarray(tree._clip_lower, dtype=float),
+        np.ascontiguousarray(tree._clip_upper, dtype=float), continuous, np.ascontiguousarray(tree.weights, dtype=float),
+        np.ascontiguousarray(tree.ancestors, dtype=np.bool_), np.ascontiguousarray(tree.var_link, dtype=np.int64))
+    return arrays
 
 
 class Kernel:
-    """A problem encoded as arrays for the compiled functions: the tree (parent, origin, joint kind, axis and
-    variable per link; bounds, weights, continuous variables, ancestors) and the goals (link, offset, position
-    and rotation targets, sqrt weight, tolerances)."""
+    """A problem encoded as arrays for the compiled functions: the tree (``tree_arrays``: links' parents, origins,
+    joint kinds, axes, variables, limits; bounds, weights, ancestors) and the goals (``goal_arrays``: kind, link,
+    offset, position and rotation targets, look axis, sqrt weight, tolerances, rows; displacements' references)."""
 
     def __init__(self, problem):
         tree = problem.tree
         self.tree = tree
-        arrays = tree.__dict__.get("_compiled_arrays")
-        if arrays is None:  # per tree, once: its joints do not change (its origins may: read at each solve)
-            L = len(tree.link_names)
-            kind, axis, var = np.zeros(L, dtype=np.int64), np.zeros((L, 3)), np.full(L, -1, dtype=np.int64)
-            continuous = np.zeros(tree.n, dtype=np.bool_)
-            for m in tree.models:
-                for row, frame in enumerate(m.frames):
-                    var[frame], axis[frame] = m.vars[row, 0], m.axes[row]
-                    kind[frame] = _PRISMATIC if m.prismatic[row] else _REVOLUTE
-                    continuous[m.vars[row, 0]] = bool(m.continuous[row])
-            arrays = tree._compiled_arrays = (
-                np.ascontiguousarray(tree.parent, dtype=np.int64), kind, axis, var,
-                np.ascontiguousarray(tree._clip_lower, dtype=float), np.ascontiguousarray(tree._clip_upper, dtype=float),
-                continuous, np.ascontiguousarray(tree.weights, dtype=float),
-                np.ascontiguousarray(tree.ancestors, dtype=np.bool_))
-        (self.parent, self.kind, self.axis, self.var, self.lower, self.upper, self.continuous, self.weights,
-         self.ancestors) = arrays
-        from .objectives import LookAt, Orientation, Pose, Position
+        self.static = _tree_arrays(tree)
+        from .objectives import Displacement, JointValue, LookAt, Orientation, Pose, Position
 
         G = len(problem.objectives)
-        self.links = np.zeros(G, dtype=np.int64)
+        self.kind = np.zeros(G, dtype=np.int64)
+        self.links, self.slot = np.zeros(G, dtype=np.int64), np.zeros(G, dtype=np.int64)
         self.offsets, self.targets_p = np.zeros((G, 3)), np.zeros((G, 3))
         self.targets_R = np.tile(np.eye(3), (G, 1, 1))
         self.has_p, self.has_R = np.zeros(G, dtype=np.bool_), np.zeros(G, dtype=np.bool_)
         self.has_L, self.look_axes = np.zeros(G, dtype=np.bool_), np.zeros((G, 3))
         self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.full(G, np.inf), np.full(G, np.inf)
+        self.rows = np.zeros(G, dtype=np.int64)
+        references, indices = [], []
         for g, o in enumerate(problem.objectives):
+            self.sqrt_w[g] = math.sqrt(o.weight)
+            if isinstance(o, Displacement):
+                idx = o._indices(SimpleNamespace(tree=tree))
+                self.kind[g], self.slot[g], self.tol_p[g] = _DISPLACEMENT, len(references), o.tolerance
+                references.append(o.reference)
+                indices.append(idx)
+                self.rows[g] = len(idx)
+                continue
+            if isinstance(o, JointValue):
+                self.kind[g], self.slot[g], self.tol_p[g] = _JOINT_VALUE, tree.var(o.joint), o.tolerance
+                self.targets_p[g, 0] = o.value
+                self.rows[g] = 1
+                continue
             position = o.position if isinstance(o, Pose) else o if isinstance(o, Position) else None
             orientation = o.orientation if isinstance(o, Pose) else o if isinstance(o, Orientation) else None
             self.links[g] = tree.link(o.link)
-            self.sqrt_w[g] = math.sqrt(o.weight)
             if position is not None:
                 self.has_p[g], self.offsets[g], self.targets_p[g] = True, position.offset, position.target
                 self.tol_p[g] = position.tolerance
@@ -120,6 +172,22 @@ class Kernel:
                 self.has_R[g], self.targets_R[g], self.tol_R[g] = True, orientation.target, orientation.tolerance
             if isinstance(o, LookAt):  # its target in targets_p, its tolerance (an angle) in tol_R
                 self.has_L[g], self.look_axes[g], self.targets_p[g], self.tol_R[g] = True, o.axis, o.target, o.tolerance
+            self.rows[g] = 3 * (int(self.has_p[g]) + int(self.has_R[g]) + int(self.has_L[g]))
+        self.references = np.array(references, dtype=float).reshape(len(references), tree.n)
+        width = max([tree.n] + [len(i) for i in indices])
+        self.indices = np.full((len(indices), width), -1, dtype=np.int64)
+        for row, idx in enumerate(indices):
+            self.indices[row, :len(idx)] = idx
+
+    def tree_arrays(self):
+        """The tree's arguments of the kernels (one tuple): its arrays with the origins as they are now."""
+        s = self.static
+        return (s[0], np.ascontiguousarray(self.tree.origin, dtype=float)) + s[1:]
+
+    def goal_arrays(self):
+        """The goals' arguments of the kernels (one tuple)."""
+        return (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p, self.has_R,
+                self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows, self.references, self.indices)
 
     def result(self, problem, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
@@ -127,12 +195,12 @@ class Kernel:
         from .objectives import LookAt, Orientation, Pose
         from .problem import Result
 
-        errors, cost = judge(np.ascontiguousarray(q, dtype=float), *self.arrays())
+        errors, cost = judge(np.ascontiguousarray(q, dtype=float), self.tree_arrays(), self.goal_arrays())
         out_errors, satisfied, details = np.empty(len(problem.objectives)), [], []
         for g, o in enumerate(problem.objectives):
             ep, ea = float(errors[g, 0]), float(errors[g, 1])
-            ok = (not self.has_p[g] or ep <= self.tol_p[g]) and (not (self.has_R[g] or self.has_L[g]) or
-                                                                  ea <= self.tol_R[g])
+            ok = (not (self.has_p[g] or self.kind[g] != _CARTESIAN) or ep <= self.tol_p[g]) and \
+                (not (self.has_R[g] or self.has_L[g]) or ea <= self.tol_R[g])
             out_errors[g] = ea if isinstance(o, (Orientation, LookAt)) else ep
             satisfied.append(bool(ok))
             details.append({"error": ep, "angular_error": ea} if isinstance(o, Pose) else {"error": out_errors[g]})
@@ -140,24 +208,18 @@ class Kernel:
                       elapsed=budget.elapsed(), message=message, method=method, cost=float(cost), satisfied=satisfied,
                       details=details, restarts=restarts)
 
-    def arrays(self):
-        """The arguments every kernel takes after q, in order."""
-        return (self.parent, np.ascontiguousarray(self.tree.origin, dtype=float), self.kind, self.axis, self.var,
-                self.lower, self.upper, self.continuous, self.weights, self.ancestors, self.links, self.offsets,
-                self.targets_p, self.targets_R, self.has_p, self.has_R, self.has_L, self.look_axes, self.sqrt_w,
-                self.tol_p, self.tol_R)
-
 
 def covers(tree, objectives):
     """Whether the compiled path is on and covers this tree and these objectives."""
     if not available():
         return False
-    from .joints import ScalarModel
-    from .objectives import LookAt, Orientation, Pose, Position
+    from .joints import BallModel, FreeModel, ScalarModel, SwingTwistModel
+    from .objectives import Displacement, JointValue, LookAt, Orientation, Pose, Position
 
-    if tree.has_stretch or not all(type(m) is ScalarModel for m in tree.models):
+    if tree.has_stretch or not all(type(m) in (ScalarModel, BallModel, SwingTwistModel, FreeModel)
+                                   for m in tree.models):
         return False
-    return all(type(o) in (Position, Orientation, Pose, LookAt) for o in objectives)
+    return all(type(o) in (Position, Orientation, Pose, LookAt, Displacement, JointValue) for o in objectives)
 
 
 def kernel(problem):
@@ -183,38 +245,174 @@ def _matmul4(A, B, out):
 
 
 @njit(cache=True)
-def fk(q, parent, origin, kind, axis, var):
-    """(L, 4, 4) world matrices of every link (links in the tree's order, parents first)."""
-    W = np.empty((parent.shape[0], 4, 4))
-    fk_into(q, parent, origin, kind, axis, var, W)
+def _exp_coefficients(theta):
+    """(sin t / t, (1 - cos t) / t^2, (t - sin t) / t^3), with rotations._exp_coefficients' series near 0."""
+    if theta < 1e-6:
+        t2 = theta * theta
+        return 1.0 - t2 / 6.0, 0.5 - t2 / 24.0, 1.0 / 6.0 - t2 / 120.0
+    s = math.sin(theta)
+    return s / theta, (1.0 - math.cos(theta)) / (theta * theta), (theta - s) / (theta * theta * theta)
+
+
+@njit(cache=True)
+def _so3(x, y, z, first, second, out):
+    """I + first K + second K^2 for K = [(x, y, z)]x into out (3, 3): exp (Rodrigues) or the left Jacobian."""
+    xx, yy, zz = x * x, y * y, z * z
+    out[0, 0] = 1.0 - second * (yy + zz)
+    out[1, 1] = 1.0 - second * (xx + zz)
+    out[2, 2] = 1.0 - second * (xx + yy)
+    out[0, 1], out[1, 0] = -first * z + second * x * y, first * z + second * x * y
+    out[0, 2], out[2, 0] = first * y + second * x * z, -first * y + second * x * z
+    out[1, 2], out[2, 1] = -first * x + second * y * z, first * x + second * y * z
+
+
+@njit(cache=True)
+def _exp_so3(x, y, z, out):
+    a, b, _ = _exp_coefficients(math.sqrt(x * x + y * y + z * z))
+    _so3(x, y, z, a, b, out)
+
+
+@njit(cache=True)
+def _left_jacobian(x, y, z, out):
+    """J_l of the rotation vector (x, y, z): its columns are the world angular velocities per unit change."""
+    _, b, c = _exp_coefficients(math.sqrt(x * x + y * y + z * z))
+    _so3(x, y, z, b, c, out)
+
+
+@njit(cache=True)
+def _axis_rotation(a, t, out):
+    """Rotation by t about the local X (0), Y (1) or Z (2) axis into out (3, 3) (rotations.axis_rotation)."""
+    c, s = math.cos(t), math.sin(t)
+    out[:, :] = 0.0
+    i, j = (1, 2) if a == 0 else (2, 0) if a == 1 else (0, 1)
+    out[a, a] = 1.0
+    out[i, i], out[j, j], out[i, j], out[j, i] = c, c, -s, s
+
+
+@njit(cache=True)
+def _joint_rotation(q, i, kind, var, cols, elbow, R, A, B):
+    """The rotation link i's joint adds (not scalar joints) into R (3, 3); A, B (3, 3) work space. A swing-twist
+    bone: exp(sx X + sz Z) RotY(ty); an elbow: RotA(angle) RotY(ty) (joints.SwingTwistModel); a ball or free root:
+    exp of its rotation vector."""
+    if kind[i] == _BALL:
+        v = var[i]
+        _exp_so3(q[v], q[v + 1], q[v + 2], R)
+        return
+    if kind[i] == _FREE:
+        v = var[i] + 3
+        _exp_so3(q[v], q[v + 1], q[v + 2], R)
+        return
+    if elbow[i] >= 0:
+        _axis_rotation(elbow[i], q[cols[i, elbow[i]]], A)
+    else:
+        _exp_so3(q[cols[i, 0]], 0.0, q[cols[i, 2]], A)
+    if cols[i, 1] < 0:
+        R[:, :] = A
+        return
+    _axis_rotation(1, q[cols[i, 1]], B)
+    for r in range(3):
+        for c in range(3):
+            R[r, c] = A[r, 0] * B[0, c] + A[r, 1] * B[1, c] + A[r, 2] * B[2, c]
+
+
+@njit(cache=True)
+def fk_into(q, T, W, Pre):
+    """World matrices of every link into W (L, 4, 4) (links in the tree's order, parents first), and each joint's
+    frame (the parent's world matrix times the joint's origin) into Pre (L, 4, 4)."""
+    parent, origin, kind, axis, var, cols, elbow = T[0], T[1], T[2], T[3], T[4], T[5], T[6]
+    L = parent.shape[0]
+    M = np.empty((4, 4))
+    R, A, B = np.empty((3, 3)), np.empty((3, 3)), np.empty((3, 3))
+    W[0] = origin[0]
+    Pre[0] = origin[0]
+    for i in range(1, L):
+        _matmul4(W[parent[i]], origin[i], Pre[i])
+        k = kind[i]
+        if k == _NONE:
+            W[i] = Pre[i]
+            continue
+        M[:, :] = 0.0
+        M[0, 0] = M[1, 1] = M[2, 2] = M[3, 3] = 1.0
+        if k == _REVOLUTE:  # R = I + sin q K + (1 - cos q) K^2, K = [axis]x
+            t = q[var[i]]
+            _so3(axis[i, 0], axis[i, 1], axis[i, 2], math.sin(t), 1.0 - math.cos(t), R)
+            M[:3, :3] = R
+        elif k == _PRISMATIC:
+            t = q[var[i]]
+            M[0, 3], M[1, 3], M[2, 3] = t * axis[i, 0], t * axis[i, 1], t * axis[i, 2]
+        else:
+            _joint_rotation(q, i, kind, var, cols, elbow, R, A, B)
+            M[:3, :3] = R
+            if k == _FREE:
+                v = var[i]
+                M[0, 3], M[1, 3], M[2, 3] = q[v], q[v + 1], q[v + 2]
+        _matmul4(Pre[i], M, W[i])
+
+
+@njit(cache=True)
+def fk(q, T):
+    """(L, 4, 4) world matrices of every link."""
+    L = T[0].shape[0]
+    W, Pre = np.empty((L, 4, 4)), np.empty((L, 4, 4))
+    fk_into(q, T, W, Pre)
     return W
 
 
 @njit(cache=True)
-def fk_into(q, parent, origin, kind, axis, var, W):
-    """fk into W (L, 4, 4)."""
-    L = parent.shape[0]
-    M = np.empty((4, 4))
-    local = np.empty((4, 4))
-    W[0] = origin[0]
-    for i in range(1, L):
-        M[:, :] = 0.0
-        M[0, 0] = M[1, 1] = M[2, 2] = M[3, 3] = 1.0
-        if kind[i] == _REVOLUTE:  # R = I + sin q K + (1 - cos q) K^2, K = [axis]x
-            t = q[var[i]]
-            s, c1 = math.sin(t), 1.0 - math.cos(t)
-            x, y, z = axis[i, 0], axis[i, 1], axis[i, 2]
-            M[0, 0] = 1.0 - c1 * (y * y + z * z)
-            M[1, 1] = 1.0 - c1 * (x * x + z * z)
-            M[2, 2] = 1.0 - c1 * (x * x + y * y)
-            M[0, 1], M[1, 0] = -s * z + c1 * x * y, s * z + c1 * x * y
-            M[0, 2], M[2, 0] = s * y + c1 * x * z, -s * y + c1 * x * z
-            M[1, 2], M[2, 1] = -s * x + c1 * y * z, s * x + c1 * y * z
-        elif kind[i] == _PRISMATIC:
-            t = q[var[i]]
-            M[0, 3], M[1, 3], M[2, 3] = t * axis[i, 0], t * axis[i, 1], t * axis[i, 2]
-        _matmul4(origin[i], M, local)
-        _matmul4(W[parent[i]], local, W[i])
+def generators(q, T, W, Pre, omega, linear, centre, rotational):
+    """Per variable: the world angular velocity (omega) or linear velocity (linear) of its link per unit change,
+    and the point it turns about (centre), as State.generators (joints.*Model.generators)."""
+    kind, axis, var, cols, elbow, var_link = T[2], T[3], T[4], T[5], T[6], T[17]
+    Jl, A = np.empty((3, 3)), np.empty((3, 3))
+    for v in range(q.shape[0]):
+        i = var_link[v]
+        Wi, Pi = W[i], Pre[i]
+        for k in range(3):
+            centre[v, k] = Wi[k, 3]
+            omega[v, k] = 0.0
+            linear[v, k] = 0.0
+        k = kind[i]
+        rotational[v] = k != _PRISMATIC
+        if k == _REVOLUTE or k == _PRISMATIC:  # a fixed axis: turned by its own motion as by the joint frame
+            for r in range(3):
+                d = Wi[r, 0] * axis[i, 0] + Wi[r, 1] * axis[i, 1] + Wi[r, 2] * axis[i, 2]
+                if k == _REVOLUTE:
+                    omega[v, r] = d
+                else:
+                    linear[v, r] = d
+            continue
+        if k == _FREE and v < var[i] + 3:  # translation: along the joint frame's axes
+            rotational[v] = False
+            for r in range(3):
+                linear[v, r] = Pi[r, v - var[i]]
+            continue
+        if k == _BALL or k == _FREE:  # rotation vector: the joint frame times the left Jacobian's column
+            first = var[i] if k == _BALL else var[i] + 3
+            _left_jacobian(q[first], q[first + 1], q[first + 2], Jl)
+            c = v - first
+            for r in range(3):
+                omega[v, r] = Pi[r, 0] * Jl[0, c] + Pi[r, 1] * Jl[1, c] + Pi[r, 2] * Jl[2, c]
+            continue
+        # A swing-twist bone: which of its axes this variable is.
+        a = 0 if cols[i, 0] == v else 1 if cols[i, 1] == v else 2
+        if elbow[i] >= 0:
+            if a == 1:  # the twist turns about the swung bone axis
+                _axis_rotation(elbow[i], q[cols[i, elbow[i]]], A)
+                for r in range(3):
+                    omega[v, r] = Pi[r, 0] * A[0, 1] + Pi[r, 1] * A[1, 1] + Pi[r, 2] * A[2, 1]
+            else:
+                for r in range(3):
+                    omega[v, r] = Pi[r, a]
+            continue
+        sx, sz = q[cols[i, 0]], q[cols[i, 2]]
+        if a == 1:
+            _exp_so3(sx, 0.0, sz, A)
+            c = 1
+        else:
+            _left_jacobian(sx, 0.0, sz, A)
+            c = a
+        for r in range(3):
+            omega[v, r] = Pi[r, 0] * A[0, c] + Pi[r, 1] * A[1, c] + Pi[r, 2] * A[2, c]
 
 
 @njit(cache=True)
@@ -251,58 +449,74 @@ _jl_coefficient = njit(cache=True)(jl_inverse_coefficient)  # the numpy path's f
 def _jl_inverse(v, out):
     """J_l(v)^-1 = I - K/2 + (1/t^2 - (1 + cos t) / (2 t sin t)) K^2 (rotations.left_jacobian_inverse_so3)."""
     d = _jl_coefficient(math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]))
-    K = np.zeros((3, 3))
-    K[0, 1], K[0, 2], K[1, 0], K[1, 2], K[2, 0], K[2, 1] = -v[2], v[1], v[2], -v[0], -v[1], v[0]
-    for i in range(3):
-        for j in range(3):
-            s = 0.0
-            for k in range(3):
-                s += K[i, k] * K[k, j]
-            out[i, j] = (1.0 if i == j else 0.0) - 0.5 * K[i, j] + d * s
+    _so3(v[0], v[1], v[2], -0.5, d, out)
+
+
+# -- objectives -----------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def workspace(n, L):
+    """evaluate's work space: world and joint frames (2, L, 4, 4), generators (3, n, 3) and their kinds (n,),
+    3-vectors (7, 3), 3x3 matrices (2, 3, 3)."""
+    return (np.empty((2, L, 4, 4)), np.empty((3, n, 3)), np.zeros(n, dtype=np.bool_), np.empty((7, 3)),
+            np.empty((2, 3, 3)))
 
 
 @njit(cache=True)
-def _size(has_p, has_R, has_L):
-    m = 0
-    for g in range(has_p.shape[0]):
-        m += 3 * has_p[g] + 3 * has_R[g] + 3 * has_L[g]
-    return m
+def size(G):
+    """Rows of the residual."""
+    return int(G[13].sum())
 
 
 @njit(cache=True)
-def evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L,
-             look_axes, sqrt_w, tol_p, tol_R, r, J, want_jacobian, errors):
-    """Weighted residuals into r (m,) and, when asked, their Jacobian into J (m, n): Position rows p - target,
-    Orientation rows log(R R_d^T) with J_l^-1 omega (the numpy objectives' formulas); each goal's position
-    error and angle into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not
-    met)."""
-    return _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L,
-                     look_axes, sqrt_w, tol_p, tol_R, r, J, want_jacobian, errors, _workspace(q.shape[0], var))
-
-
-@njit(cache=True)
-def _workspace(n, var):
-    """evaluate's work space: 3-vectors (7, 3), 3x3 matrices (2, 3, 3), each variable's link (n,)."""
-    var_link = np.full(n, -1, dtype=np.int64)
-    for i in range(var.shape[0]):
-        if var[i] >= 0:
-            var_link[var[i]] = i
-    return np.empty((7, 3)), np.empty((2, 3, 3)), var_link
-
-
-@njit(cache=True)
-def _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes,
-              sqrt_w, tol_p, tol_R, r, J, want_jacobian, errors, ws):
+def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
+    """FK of q, then the weighted residuals into r (m,) and, when asked, their Jacobian into J (m, n): Position
+    rows p - target, Orientation rows log(R R_d^T) with J_l^-1 omega, LookAt rows V - d, Displacement rows
+    q - reference, JointValue rows q_j - value (the numpy objectives' formulas); each goal's error and angle
+    into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not met)."""
+    frames, gen, rotational, vectors, matrices = ws
+    W, Pre = frames[0], frames[1]
+    fk_into(q, T, W, Pre)
+    ancestors = T[16]
+    (gkind, links, slot, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, rows,
+     references, indices) = G
     n = q.shape[0]
+    omega, linear, centre = gen[0], gen[1], gen[2]
+    if want_jacobian:
+        generators(q, T, W, Pre, omega, linear, centre, rotational)
+        for k in range(J.shape[0]):
+            for v in range(n):
+                J[k, v] = 0.0
     row = 0
     met_all = True
     unmet = 0.0
-    vectors, matrices, var_link = ws
     phi, p, a, d, Vl, dl, dp = vectors[0], vectors[1], vectors[2], vectors[3], vectors[4], vectors[5], vectors[6]
     Rm, Ji = matrices[0], matrices[1]
     for g in range(links.shape[0]):
-        Wg = W[links[g]]
         w = sqrt_w[g]
+        if gkind[g] != _CARTESIAN:
+            sq = 0.0
+            if gkind[g] == _DISPLACEMENT:
+                for k in range(rows[g]):
+                    v = indices[slot[g], k]
+                    x = q[v] - references[slot[g], v]
+                    r[row + k] = w * x
+                    sq += x * x
+                    if want_jacobian:
+                        J[row + k, v] = w
+            else:
+                x = q[slot[g]] - targets_p[g, 0]
+                r[row] = w * x
+                sq = x * x
+                if want_jacobian:
+                    J[row, slot[g]] = w
+            errors[g, 0] = math.sqrt(sq)
+            row += rows[g]
+            if not errors[g, 0] <= tol_p[g]:
+                met_all = False
+                unmet += 0.5 * w * w * sq
+            continue
+        Wg = W[links[g]]
         for k in range(3):
             p[k] = Wg[k, 3] + Wg[k, 0] * offsets[g, 0] + Wg[k, 1] * offsets[g, 1] + Wg[k, 2] * offsets[g, 2]
         sq, ok = 0.0, True
@@ -359,64 +573,213 @@ def _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targe
         if not want_jacobian:
             continue
         for v in range(n):
-            if rp >= 0:
-                J[rp, v] = J[rp + 1, v] = J[rp + 2, v] = 0.0
-            if rR >= 0:
-                J[rR, v] = J[rR + 1, v] = J[rR + 2, v] = 0.0
-            if rL >= 0:
-                J[rL, v] = J[rL + 1, v] = J[rL + 2, v] = 0.0
             if not ancestors[links[g], v]:
                 continue
-            i = var_link[v]
-            Wi = W[i]
+            turns = rotational[v]
             for k in range(3):
-                a[k] = Wi[k, 0] * axis[i, 0] + Wi[k, 1] * axis[i, 1] + Wi[k, 2] * axis[i, 2]
-            if kind[i] == _REVOLUTE:
-                for k in range(3):
-                    d[k] = p[k] - Wi[k, 3]
-                if rp >= 0:
+                a[k] = omega[v, k]
+            if rp >= 0:
+                if turns:  # omega x (p - centre)
+                    for k in range(3):
+                        d[k] = p[k] - centre[v, k]
                     J[rp, v] = w * (a[1] * d[2] - a[2] * d[1])
                     J[rp + 1, v] = w * (a[2] * d[0] - a[0] * d[2])
                     J[rp + 2, v] = w * (a[0] * d[1] - a[1] * d[0])
-                if rR >= 0:
-                    for k in range(3):
-                        J[rR + k, v] = w * (Ji[k, 0] * a[0] + Ji[k, 1] * a[1] + Ji[k, 2] * a[2])
-            elif rp >= 0:  # prismatic: moves the point along its axis, turns nothing
-                for k in range(3):
-                    J[rp + k, v] = w * a[k]
-            if rL >= 0:  # dV - dd: omega x V + (I - d d^T) dp / |T - p|, dp the link origin's velocity
-                revolute = kind[i] == _REVOLUTE
-                for k in range(3):
-                    dp[k] = Wg[k, 3] - Wi[k, 3]
-                if revolute:
-                    x0 = a[1] * dp[2] - a[2] * dp[1]
-                    x1 = a[2] * dp[0] - a[0] * dp[2]
-                    x2 = a[0] * dp[1] - a[1] * dp[0]
-                    dp[0], dp[1], dp[2] = x0, x1, x2
                 else:
-                    dp[0], dp[1], dp[2] = a[0], a[1], a[2]
+                    for k in range(3):
+                        J[rp + k, v] = w * linear[v, k]
+            if rR >= 0 and turns:
+                for k in range(3):
+                    J[rR + k, v] = w * (Ji[k, 0] * a[0] + Ji[k, 1] * a[1] + Ji[k, 2] * a[2])
+            if rL >= 0:  # dV - dd: omega x V + (I - d d^T) dp / |T - p|, dp the link origin's velocity
+                if turns:
+                    for k in range(3):
+                        d[k] = Wg[k, 3] - centre[v, k]
+                    dp[0] = a[1] * d[2] - a[2] * d[1]
+                    dp[1] = a[2] * d[0] - a[0] * d[2]
+                    dp[2] = a[0] * d[1] - a[1] * d[0]
+                else:
+                    dp[0], dp[1], dp[2] = linear[v, 0], linear[v, 1], linear[v, 2]
                 dd = dl[0] * dp[0] + dl[1] * dp[1] + dl[2] * dp[2]
                 for k in range(3):
                     col = (dp[k] - dl[k] * dd) / dist if far else 0.0
-                    if revolute:
+                    if turns:
                         col += (a[(k + 1) % 3] * Vl[(k + 2) % 3] - a[(k + 2) % 3] * Vl[(k + 1) % 3])
                     J[rL + k, v] = w * col
     return met_all, unmet
 
 
+# -- feasibility ------------------------------------------------------------------------------------------------
+
 @njit(cache=True)
-def project(q, lower, upper, continuous):
-    """The tree's projection for these joints: non-finite values to 0, clipped to the bounds, continuous
-    joints wrapped to (-pi, pi]."""
+def _wrap_angle(a):
+    """joints.wrap_angle: into [-pi, pi)."""
+    x = a + math.pi
+    return x - 2.0 * math.pi * math.floor(x / (2.0 * math.pi)) - math.pi
+
+
+@njit(cache=True)
+def _wrap_vector(out, first, count):
+    """joints.wrap_rotation_vector on out[first:first + count] in place: the same rotation, norm <= pi."""
+    s = 0.0
+    for k in range(count):
+        s += out[first + k] * out[first + k]
+    norm = math.sqrt(s)
+    if norm > math.pi + 1e-9:
+        f = _wrap_angle(norm) / norm
+        for k in range(count):
+            out[first + k] *= f
+
+
+@njit(cache=True)
+def _nearest_on_ellipse(x, z, a, b):
+    """joints._nearest_on_ellipse for one point in the first quadrant (Newton on t, 20 steps)."""
+    a2, b2 = a * a, b * b
+    t = 0.0
+    for _ in range(20):
+        u, v = a * x / (t + a2), b * z / (t + b2)
+        F = u * u + v * v - 1.0
+        dF = -2.0 * (u * u / (t + a2) + v * v / (t + b2))
+        t = max(t - F / (dF if dF < 0.0 else -1.0), 0.0)
+    return a2 * x / (t + a2), b2 * z / (t + b2)
+
+
+@njit(cache=True)
+def _project_swing(out, i, T):
+    """SwingTwistModel.project for link i: twist clipped (limited) or wrapped; an elbow's angle likewise; a swing
+    wrapped to at most pi, then Blender's EllipseClamp in quaternion components (radial, or to the nearest point)
+    and each limited component's range (joints.swing_clamp)."""
+    cols, elbow, angle_limits, limited, swing_lo, swing_hi, nearest = T[5], T[6], T[7], T[8], T[9], T[10], T[11]
+    for a in (1, elbow[i]):
+        if a < 0 or cols[i, a] < 0:
+            continue
+        v = cols[i, a]
+        if limited[i, a]:
+            out[v] = min(max(out[v], angle_limits[i, a, 0]), angle_limits[i, a, 1])
+        else:
+            out[v] = _wrap_angle(out[v])
+    if elbow[i] >= 0:
+        return
+    vx, vz = cols[i, 0], cols[i, 2]
+    sx, sz = out[vx], out[vz]
+    theta = math.sqrt(sx * sx + sz * sz)
+    if theta > math.pi + 1e-9:
+        f = _wrap_angle(theta) / theta
+        sx, sz = sx * f, sz * f
+        theta = math.sqrt(sx * sx + sz * sz)
+    k = 0.5 if theta < 1e-9 else math.sin(0.5 * theta) / theta
+    x, z = sx * k, sz * k
+    lo_x, lo_z, hi_x, hi_z = swing_lo[i, 0], swing_lo[i, 1], swing_hi[i, 0], swing_hi[i, 1]
+    lim_x, lim_z = limited[i, 0], limited[i, 2]
+    xl = -lo_x if x < 0.0 else hi_x
+    zl = -lo_z if z < 0.0 else hi_z
+    degenerate = xl <= 1e-12 or zl <= 1e-12
+    scale = 1.0
+    nx, nz = x, z
+    if lim_x and lim_z and not degenerate:
+        rho = (x / xl) ** 2 + (z / zl) ** 2
+        if rho > 1.0:
+            if nearest:
+                px, pz = _nearest_on_ellipse(abs(x), abs(z), xl, zl)
+                nx, nz = math.copysign(px, x) if x != 0.0 else 0.0, math.copysign(pz, z) if z != 0.0 else 0.0
+            else:
+                scale = 1.0 / math.sqrt(rho)
+    if lim_x:
+        nx = min(max(nx * scale, lo_x), hi_x)
+    if lim_z:
+        nz = min(max(nz * scale, lo_z), hi_z)
+    if nx != x or nz != z:  # moved by the clamp: back through arcsin (only then: its round trip is not exact)
+        rr = math.sqrt(nx * nx + nz * nz)
+        f = 2.0 if rr < 1e-12 else 2.0 * math.asin(min(rr, 1.0)) / rr
+        sx, sz = nx * f, nz * f
+    out[vx], out[vz] = sx, sz
+
+
+@njit(cache=True)
+def project(q, T):
+    """Tree.project: non-finite values to 0, clipped to the box bounds, continuous joints wrapped, rotation vectors
+    (balls, free roots) wrapped to at most pi, bones' swing and twist limits as Blender keeps them."""
+    kind, var, lower, upper, continuous = T[2], T[4], T[12], T[13], T[14]
     out = np.empty_like(q)
     for v in range(q.shape[0]):
         x = q[v] if np.isfinite(q[v]) else 0.0
         x = min(max(x, lower[v]), upper[v])
         if continuous[v]:
-            x = math.atan2(math.sin(x), math.cos(x))
+            x = _wrap_angle(x)
         out[v] = x
+    for i in range(kind.shape[0]):
+        if kind[i] == _BALL:
+            _wrap_vector(out, var[i], 3)
+        elif kind[i] == _FREE:
+            _wrap_vector(out, var[i] + 3, 3)
+        elif kind[i] == _SWING:
+            _project_swing(out, i, T)
     return out
 
+
+@njit(cache=True)
+def _limit_normal(q, i, T, N):
+    """SwingTwistModel.limit_normals for link i: whether its swing rests on its limit (ellipse, or the one limited
+    component's range), and then its outward normal in (sx, sz) into N (2,)."""
+    cols, elbow, limited, swing_lo, swing_hi = T[5], T[6], T[8], T[9], T[10]
+    if elbow[i] >= 0 or cols[i, 0] < 0 or cols[i, 2] < 0 or not (limited[i, 0] or limited[i, 2]):
+        return False
+    sx, sz = q[cols[i, 0]], q[cols[i, 2]]
+    theta = math.sqrt(sx * sx + sz * sz)
+    small = theta < 1e-9
+    a = 0.5 if small else math.sin(0.5 * theta) / theta
+    x, z = sx * a, sz * a
+    lim_x = max(-swing_lo[i, 0] if x < 0 else swing_hi[i, 0], 1e-9)
+    lim_z = max(-swing_lo[i, 1] if z < 0 else swing_hi[i, 1], 1e-9)
+    both = limited[i, 0] and limited[i, 2]
+    if both:
+        g = (x / lim_x) ** 2 + (z / lim_z) ** 2
+    elif limited[i, 0]:
+        g = abs(x) / lim_x
+    else:
+        g = abs(z) / lim_z
+    if g < 1.0 - 1e-6:
+        return False
+    sgx = 1.0 if x > 0 else -1.0 if x < 0 else 0.0
+    sgz = 1.0 if z > 0 else -1.0 if z < 0 else 0.0
+    if both:
+        gx, gz = 2 * x / lim_x ** 2, 2 * z / lim_z ** 2
+    elif limited[i, 0]:
+        gx, gz = sgx / lim_x, 0.0
+    else:
+        gx, gz = 0.0, sgz / lim_z
+    b = 0.5 * math.cos(0.5 * theta)
+    ux, uz = (0.0, 0.0) if small else (sx / theta, sz / theta)
+    ug = ux * gx + uz * gz
+    N[0], N[1] = a * gx + (b - a) * ux * ug, a * gz + (b - a) * uz * ug
+    return True
+
+
+@njit(cache=True)
+def _slide(q, dq, T, on_limit, normals, P):
+    """Tree.tangent_projector grown in place: each swing on its limit (on_limit, normals from _limit_normal) that
+    dq pushes outward and P does not slide along yet is added, P -= nu nu^T with nu its normal in the scaled
+    variables, normalized. Returns whether P grew."""
+    cols, D = T[5], T[15]
+    grew = False
+    for i in range(on_limit.shape[0]):
+        if not on_limit[i]:
+            continue
+        a, b = cols[i, 0], cols[i, 2]
+        if dq[a] * normals[i, 0] + dq[b] * normals[i, 1] <= 0.0 or P[a, a] <= 1.0 - 1e-12:
+            continue
+        n0, n1 = normals[i, 0] * D[a], normals[i, 1] * D[b]
+        norm = max(math.sqrt(n0 * n0 + n1 * n1), 1e-300)
+        n0, n1 = n0 / norm, n1 / norm
+        P[a, a] -= n0 * n0
+        P[a, b] -= n0 * n1
+        P[b, a] -= n1 * n0
+        P[b, b] -= n1 * n1
+        grew = True
+    return grew
+
+
+# -- the Levenberg-Marquardt step and loop -------------------------------------------------------------------
 
 @njit(cache=True)
 def _spd_solve(H, b, x, Lc, y):
@@ -446,47 +809,89 @@ def _spd_solve(H, b, x, Lc, y):
 
 
 @njit(cache=True)
-def _damped_step(J, r, lam, D, held, dq, H, b, Lc, y):
-    """dq = -D (J_h^T J_h + lam I)^-1 J_h^T r with the held variables' columns removed (eq. 11-12); H, Lc (n, n)
-    and b, y (n,) are work space."""
+def _damped_step(J, r, lam, D, held, sliding, P, Jr, dq, H, b, Lc, y):
+    """dq = -D P (J_r^T J_r + lam I)^-1 J_r^T r, J_r = J with the held variables' columns removed, times P when
+    swings slide along their limits (lm.constrained_step; eq. 11-12); held variables do not move. Jr (m, n), H,
+    Lc (n, n) and b, y (n,) are work space."""
     m, n = J.shape
+    for k in range(m):
+        for j in range(n):
+            if sliding:
+                s = 0.0
+                for i in range(n):
+                    if not held[i]:
+                        s += J[k, i] * P[i, j]
+                Jr[k, j] = s
+            else:
+                Jr[k, j] = 0.0 if held[j] else J[k, j]
     for i in range(n):
         for j in range(i, n):
             s = 0.0
-            if not (held[i] or held[j]):
-                for k in range(m):
-                    s += J[k, i] * J[k, j]
+            for k in range(m):
+                s += Jr[k, i] * Jr[k, j]
             H[i, j] = H[j, i] = s
         H[i, i] += lam
         s = 0.0
-        if not held[i]:
-            for k in range(m):
-                s += J[k, i] * r[k]
+        for k in range(m):
+            s += Jr[k, i] * r[k]
         b[i] = -s
     _spd_solve(H, b, dq, Lc, y)
+    if sliding:
+        for i in range(n):
+            y[i] = dq[i]
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += P[i, j] * y[j]
+            dq[i] = s
     for i in range(n):
         dq[i] = 0.0 if held[i] else D[i] * dq[i]
 
 
 @njit(cache=True)
-def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks,
-              parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
-              targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R):
-    """solvers.lm.run compiled: q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I (paper 001
-    eq. 11-15), the step solved within the box bounds it pushes against, a shorter step when the full one is
-    worse (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping
-    rules. Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2)."""
+def _constrained_step(q, J, r, lam, T, held, on_limit, normals, P, Jr, dq, H, b, Lc, y):
+    """lm.constrained_step: the step re-solved while it pushes against limits q rests on, growing the active set
+    (at most three times): box-bounded variables on a bound it pushes outward are held, swings on their limit
+    ellipse it pushes outward slide along it. dq (the free step) is updated in place."""
+    lower, upper, D = T[12], T[13], T[15]
     n = q.shape[0]
-    m = _size(has_p, has_R, has_L)
+    held[:] = False
+    sliding = False
+    for _ in range(3):
+        grew = False
+        for v in range(n):
+            h = (q[v] <= lower[v] + 1e-12 and dq[v] < 0.0) or (q[v] >= upper[v] - 1e-12 and dq[v] > 0.0)
+            if h and not held[v]:
+                held[v] = True
+                grew = True
+        if on_limit.any():
+            if not sliding:
+                for i in range(n):
+                    for j in range(n):
+                        P[i, j] = 1.0 if i == j else 0.0
+            if _slide(q, dq, T, on_limit, normals, P):
+                sliding = grew = True
+        if not grew:
+            return
+        _damped_step(J, r, lam, D, held, sliding, P, Jr, dq, H, b, Lc, y)
+
+
+@njit(cache=True)
+def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, T, G):
+    """solvers.lm.run compiled: q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I (paper 001
+    eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is worse
+    (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping rules.
+    Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2)."""
+    n, L = q.shape[0], T[0].shape[0]
+    D = T[15]
+    m = size(G)
     r, J = np.empty(m), np.empty((m, n))
-    r_new = np.empty(m)
-    Jd = np.empty((m, n))
-    errors = np.zeros((links.shape[0], 2))
-    H, Lc, b, y = np.empty((n, n)), np.empty((n, n)), np.empty(n), np.empty(n)
-    ws = _workspace(n, var)
-    W = fk(q, parent, origin, kind, axis, var)
-    met, unmet = _evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                          has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors, ws)
+    r_new, Jd, Jr = np.empty(m), np.empty((m, n)), np.empty((m, n))
+    errors = np.zeros((G[1].shape[0], 2))
+    H, Lc, P, b, y = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty(n), np.empty(n)
+    ws = workspace(n, L)
+    on_limit, normals = np.zeros(L, dtype=np.bool_), np.zeros((L, 2))
+    met, unmet = evaluate(q, T, G, ws, r, J, True, errors)
     E = 0.5 * np.dot(r, r)
     history = np.empty(max_iterations + 1)
     history[0] = unmet
@@ -506,28 +911,18 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 Jd[k, v] = J[k, v] * D[v]
         lam = mu * (damping_scale * E + damping_bias)
         held[:] = False
-        _damped_step(Jd, r, lam, D, held, dq, H, b, Lc, y)
-        for _ in range(3):  # constrained_step: hold the variables on a bound that the step pushes outward
-            grown = False
-            for v in range(n):
-                h = (q[v] <= lower[v] + 1e-12 and dq[v] < 0.0) or (q[v] >= upper[v] - 1e-12 and dq[v] > 0.0)
-                if h and not held[v]:
-                    held[v] = True
-                    grown = True
-            if not grown:
-                break
-            _damped_step(Jd, r, lam, D, held, dq, H, b, Lc, y)
-        q_new = project(q + dq, lower, upper, continuous)
-        fk_into(q_new, parent, origin, kind, axis, var, W)
-        met_new, unmet_new = _evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R,
-                                       has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors,
-                                       ws)
+        _damped_step(Jd, r, lam, D, held, False, P, Jr, dq, H, b, Lc, y)
+        for i in range(L):
+            on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
+        _constrained_step(q, Jd, r, lam, T, held, on_limit, normals, P, Jr, dq, H, b, Lc, y)
+        q_new = project(q + dq, T)
+        evaluate(q_new, T, G, ws, r_new, J, False, errors)
         E_new = 0.5 * np.dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
             for t in grid:
                 trial = q + t * dq
-                if np.max(np.abs(project(trial, lower, upper, continuous) - trial)) <= 1e-12:
+                if np.max(np.abs(project(trial, T) - trial)) <= 1e-12:
                     inside_t = t
                     break
             best_E, best_t = np.inf, -1.0
@@ -535,24 +930,19 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 t = 0.5 ** (k + 1) if k < backtracks else inside_t
                 if t <= 0.0:
                     continue
-                qt = project(q + t * dq, lower, upper, continuous)
-                fk_into(qt, parent, origin, kind, axis, var, W)
-                _evaluate(qt, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R,
-                         has_L, look_axes, sqrt_w, tol_p, tol_R, r_new, J, False, errors, ws)
+                evaluate(project(q + t * dq, T), T, G, ws, r_new, J, False, errors)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
             if not best_E <= E:
                 return q, 2, it, met, E
-            q_new = project(q + best_t * dq, lower, upper, continuous)
+            q_new = project(q + best_t * dq, T)
             step = np.max(np.abs(q_new - q)) / max(np.max(np.abs(dq)), 1e-300)
             mu = min(mu / max(step, 1e-3), 1e8)
         else:
             mu = max(mu / 2.0, 1.0)
         moved = np.max(np.abs(q_new - q)) if n else 0.0
-        fk_into(q_new, parent, origin, kind, axis, var, W)
-        met, unmet = _evaluate(q_new, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p,
-                              has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, r, J, True, errors, ws)
+        met, unmet = evaluate(q_new, T, G, ws, r, J, True, errors)
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
@@ -566,8 +956,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
 
 @njit(cache=True)
 def restarts_kernel(q, seeds, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks,
-                    parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
-                    targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R):
+                    T, G):
     """lm_kernel from q, then from each of ``seeds`` in turn (each search given up when it stalls), until one
     meets every goal or max_iterations run out. Returns (the search's q when the iterations ran out (to go on
     from) or the last answer, the best q, its (met, E), seeds used, iterations, whether the iterations ran out)."""
@@ -575,9 +964,7 @@ def restarts_kernel(q, seeds, max_iterations, stall, damping_bias, damping_scale
     best_q, best_met, best_E = q.copy(), False, np.inf
     while True:
         q_end, status, its, met, E = lm_kernel(q, max_iterations - total, stall, damping_bias, damping_scale,
-                                               step_tol, residual_tol, backtracks, parent, origin, kind, axis, var,
-                                               lower, upper, continuous, D, ancestors, links, offsets, targets_p,
-                                               targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R)
+                                               step_tol, residual_tol, backtracks, T, G)
         total += its
         if (met and not best_met) or (met == best_met and E < best_E):
             best_q, best_met, best_E = q_end.copy(), met, E
@@ -592,15 +979,11 @@ def restarts_kernel(q, seeds, max_iterations, stall, damping_bias, damping_scale
 
 
 @njit(cache=True)
-def judge(q, parent, origin, kind, axis, var, lower, upper, continuous, D, ancestors, links, offsets, targets_p,
-          targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R):
-    """(errors (G, 2): each goal's position error and angle, cost sum w |r|^2 / 2) at q."""
-    m = _size(has_p, has_R, has_L)
-    r, J = np.empty(m), np.empty((0, 0))
-    errors = np.zeros((links.shape[0], 2))
-    W = fk(q, parent, origin, kind, axis, var)
-    evaluate(q, W, kind, axis, var, ancestors, links, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes,
-             sqrt_w, tol_p, tol_R, r, J, False, errors)
+def judge(q, T, G):
+    """(errors (G, 2): each goal's error and angle, cost sum w |r|^2 / 2) at q."""
+    r, J = np.empty(size(G)), np.empty((0, 0))
+    errors = np.zeros((G[1].shape[0], 2))
+    evaluate(q, T, G, workspace(q.shape[0], T[0].shape[0]), r, J, False, errors)
     return errors, 0.5 * np.dot(r, r)
 
 
@@ -614,7 +997,7 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
     """solvers.lm.run on the compiled kernel: (q, message). Iterations count into ``budget``; the wall clock is
     looked at every CHUNK iterations (a kernel call cannot read it), so a solve overruns its time limit by at
     most one chunk (about a millisecond on a 7-joint arm)."""
-    args = k.arrays()
+    T, G = k.tree_arrays(), k.goal_arrays()
     q = np.ascontiguousarray(q, dtype=float)
     met = None  # not judged yet: nothing ran
     while True:
@@ -624,7 +1007,7 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
                 met = problem.satisfied(problem.state(q))
             return q, MESSAGES[0] if met else MESSAGES[1]
         q, status, iterations, met, _ = lm_kernel(q, left, int(stall or 0), float(damping_bias), float(damping_scale),
-                                                  float(step_tol), float(residual_tol), int(backtracks), *args)
+                                                  float(step_tol), float(residual_tol), int(backtracks), T, G)
         budget.iterations += iterations
         if status != 1:
             return q, MESSAGES[status]
@@ -636,7 +1019,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
     is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn eight at a
     time, each search given up when it stalls, until one meets every objective or the budget ends. (q, message)
     of the first success, else of the best."""
-    args = k.arrays()
+    T, G = k.tree_arrays(), k.goal_arrays()
     tree = problem.tree
     q = np.ascontiguousarray(q, dtype=float)
     seeds = np.empty((0, tree.n))
@@ -647,7 +1030,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
             break
         q, found, met, E, used, iterations, ran_out = restarts_kernel(
             q, seeds, left, int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol),
-            float(residual_tol), int(backtracks), *args)
+            float(residual_tol), int(backtracks), T, G)
         budget.iterations += iterations
         count += used
         seeds = seeds[used:]

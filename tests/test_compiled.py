@@ -10,7 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from fullbody_ik.solvers import LookAt, Orientation, Pose, Position, Tree, compiled, solve
+import helpers
+from fullbody_ik.solvers import (Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tree, compiled,
+                                 solve)
 from fullbody_ik.solvers.joints import Joint
 from fullbody_ik.solvers.problem import Problem
 from fullbody_ik.solvers.rotations import exp_so3
@@ -45,14 +47,12 @@ def _compare(tree, goals, q):
     problem = Problem(tree, goals)
     k = compiled.kernel(problem)
     assert k is not None
-    a = k.arrays()
-    W = compiled.fk(q, a[0], a[1], a[2], a[3], a[4])
+    T, G = k.tree_arrays(), k.goal_arrays()
+    W = compiled.fk(q, T)
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
-    m = compiled._size(k.has_p, k.has_R, k.has_L)
+    m = compiled.size(G)
     r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
-    met, _ = compiled.evaluate(q, W, k.kind, k.axis, k.var, k.ancestors, k.links, k.offsets, k.targets_p,
-                               k.targets_R, k.has_p, k.has_R, k.has_L, k.look_axes, k.sqrt_w, k.tol_p, k.tol_R, r,
-                               J, True, errors)
+    met, _ = compiled.evaluate(q, T, G, compiled.workspace(tree.n, len(tree.link_names)), r, J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
@@ -65,6 +65,72 @@ def _compare(tree, goals, q):
     assert abs(fast.cost - ref.cost) < 1e-9 * max(1.0, ref.cost) and fast.success == ref.success
     assert all(d1.keys() == d2.keys() and np.allclose(list(d1.values()), list(d2.values()), atol=1e-12)
                for d1, d2 in zip(fast.details, ref.details))
+
+
+def _bone_trees(seed, count):
+    """Random trees of every joint kind the compiled path covers: scalar joints, Blender bones with random locks,
+    limits and stiffness (balls, swing and twist, elbows, one-axis hinges), half of them under a free root (a
+    stretching bone is left out: its trees run on numpy)."""
+    rng = np.random.default_rng(seed)
+    trees = []
+    while len(trees) < count:
+        tree = helpers.random_tree(rng, n_links=int(rng.integers(3, 12)), free_root=bool(rng.random() < 0.5))
+        if not tree.has_stretch and tree.n:
+            trees.append(tree)
+    return rng, trees
+
+
+def _every_goal(tree, rng):
+    links = [tree.link_names[i] for i in rng.choice(len(tree.link_names), 3)]
+    return [Position(links[0], rng.normal(size=3), offset=rng.normal(size=3)),
+            Orientation(links[1], exp_so3(rng.normal(size=3)), weight=0.5), Pose(links[2], np.eye(4), weight=3.0),
+            LookAt(links[0], rng.normal(size=3), axis=(1.0, 0.0, 0.0)), Displacement(rng.normal(size=tree.n), 0.01),
+            Displacement(rng.normal(size=tree.n), 0.2, joints=tree.joint_names[::-2]),
+            JointValue(tree.joint_names[0], 0.3, weight=0.2)]
+
+
+def test_bones_and_free_roots_match_numpy():
+    """FK, residuals, Jacobians, the projection onto Blender's limits (clips, wraps, the swing ellipse, radial and
+    nearest) and the judged Result, on random bone trees with every objective covered, at feasible and
+    infeasible configurations."""
+    rng, trees = _bone_trees(1, 30)
+    kinds = set()
+    for tree in trees:
+        kinds |= {type(m).__name__ + ("-elbow" if getattr(m, "elbow", False) else "") for m in tree.models}
+        for q in list(tree.random_configurations(rng, 2)) + [3.0 * rng.normal(size=tree.n)]:
+            k = compiled.kernel(Problem(tree, _every_goal(tree, rng)))
+            assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q)).max() < 1e-12
+            _compare(tree, _every_goal(tree, rng), tree.project(q))
+        for m in tree.models:
+            if hasattr(m, "nearest"):
+                m.nearest = True
+        tree._compiled_arrays = None
+        q = 3.0 * rng.normal(size=tree.n)
+        k = compiled.kernel(Problem(tree, _every_goal(tree, rng)))
+        assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q)).max() < 1e-12
+    assert {"ScalarModel", "BallModel", "FreeModel", "SwingTwistModel", "SwingTwistModel-elbow"} <= kinds
+
+
+def test_bones_lm_takes_the_numpy_steps():
+    """The same iterations as lm.run on bone trees: after 1, 3 and 10 iterations the same configuration (1e-9):
+    the held bounds, the swings sliding along their limit ellipse, the shorter steps and the stopping rules."""
+    rng, trees = _bone_trees(2, 25)
+    slid = 0
+    for tree in trees:
+        qt, q0 = tree.random_configurations(rng, 2)
+        tip, mid = tree.link_names[-1], tree.link_names[len(tree.link_names) // 2]
+        goals = [Pose(tip, tree.fk(qt)[tip]), Position(mid, tree.fk(qt)[mid][:3, 3]), Displacement(q0, weight=1e-4)]
+        for its in (1, 3, 10):
+            fast = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False)
+            compiled.set_enabled(False)
+            try:
+                ref = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False)
+            finally:
+                compiled.set_enabled(True)
+            assert np.abs(fast.q - ref.q).max() < 1e-9 and fast.message == ref.message
+            assert fast.iterations == ref.iterations and fast.success == ref.success
+        slid += bool(tree.swing_limits(fast.q[None]))
+    assert slid  # some searches ended on a swing limit
 
 
 @pytest.mark.parametrize("robot", ROBOTS, ids=[r[0] for r in ROBOTS])
@@ -135,14 +201,16 @@ def test_the_compiled_lm_solves_as_well_as_numpy(robot):
 
 
 def test_what_it_does_not_cover_runs_on_numpy():
-    from fullbody_ik.solvers import BoneJoint, Displacement
+    from fullbody_ik.solvers import BoneJoint
 
     tree = _robot(*ROBOTS[0])
     T = tree.fk_batch(np.zeros((1, tree.n)))[0, -1]
-    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T)])) is not None
-    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Displacement(np.zeros(tree.n))])) is None
+    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Displacement(np.zeros(tree.n))])) is not None
+    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Distance(ROBOTS[0][2], 0.5)])) is None
     bones = Tree([BoneJoint("b", "root", "tip", np.eye(4))])
-    assert compiled.kernel(Problem(bones, [Position("tip", (0, 1, 0))])) is None
+    assert compiled.kernel(Problem(bones, [Position("tip", (0, 1, 0))])) is not None
+    stretching = Tree([BoneJoint("b", "root", "tip", np.eye(4), stretch=0.5)])
+    assert compiled.kernel(Problem(stretching, [Position("tip", (0, 1, 0))])) is None
     assert compiled.status().startswith("compiled")  # what the sidebar shows
     compiled.set_enabled(False)
     try:
