@@ -5,7 +5,8 @@ The scene (also the demo's): a CMU clip imported twice from its BVH, "mocap" (th
 skeleton at rest, with IK limits derived from the clip's own range, as in the tracking benchmark); the rig's
 goals follow the mocap's hips (pose, free root), wrists, ankles and head (positions). The bake runs the real
 thing: `Baker` in one process with BLAS on one thread (frame evaluation, solve, key writing), and
-`python -m fullbody_ik batch bake --jobs 1|2` on copies of the scenes for the scaling.
+`python -m fullbody_ik batch bake --jobs 1|2` on copies of the scenes for the scaling. Each clip is baked with
+the compiled core and with it switched off (numpy, the reference), in the same run.
 
     python -m fullbody_ik.benchmarks.bake [--clips 02_01,...] [--time-limit 0.01] [--batch-files 4]
 """
@@ -22,6 +23,8 @@ from .common import ROOT, table, write
 from .tracking import CMU_UNIT, EFFECTORS, chain_bones, derive_limits, record
 
 BODY_GOALS = list(EFFECTORS)  # LeftHand, RightHand, LeftFoot, RightFoot, Head
+BAKE_HEADERS = ["clip", "core", "frames", "frames/s", "ms/frame", "solve ms", "all goals met", "mean mm", "p95 mm",
+                "max mm", "violations"]
 
 
 def build_scene(bpy, clip, time_limit=0.01):
@@ -60,15 +63,20 @@ def build_scene(bpy, clip, time_limit=0.01):
     return rig, first, end
 
 
-def throughput(bpy, clip, time_limit):
+def throughput(bpy, clip, time_limit, core="compiled"):
     from fullbody_ik.rig.bake import BakeOptions, Baker
+    from fullbody_ik.solvers import compiled
     from fullbody_ik.solvers.blas import single_thread_blas
 
     rig, first, last = build_scene(bpy, clip, time_limit)
-    with single_thread_blas():
-        t0 = time.perf_counter()
-        report = Baker(bpy.context.scene, rig, BakeOptions(first, last)).run()
-        seconds = time.perf_counter() - t0
+    compiled.set_enabled(core == "compiled")
+    try:
+        with single_thread_blas():
+            t0 = time.perf_counter()
+            report = Baker(bpy.context.scene, rig, BakeOptions(first, last)).run()
+            seconds = time.perf_counter() - t0
+    finally:
+        compiled.set_enabled(True)
     s = report.summary()
     return {"frames": s["frames"], "seconds": seconds, "fps": s["frames"] / seconds,
             "solved_frames": s["solved_frames"],
@@ -112,19 +120,29 @@ def main():
     ap.add_argument("--clips", default="02_01,02_03,02_04,03_01")
     ap.add_argument("--time-limit", type=float, default=0.01, help="seconds per frame (the tracking budget)")
     ap.add_argument("--batch-files", type=int, default=4)
+    ap.add_argument("--cores", default="compiled,numpy", help="compiled, numpy (the compiled core switched off)")
     args = ap.parse_args()
     import bpy
 
-    clips = args.clips.split(",")
+    from fullbody_ik.solvers import compiled
+
+    compiled.warm()  # the compile is a first use's cost, not the bake's
+    clips, cores = args.clips.split(","), args.cores.split(",")
     rows, results = [], {}
     for clip in clips:
-        r = results[clip] = throughput(bpy, clip, args.time_limit)
-        rows.append([clip, r["frames"], f"{r['fps']:.0f}", f"{r['frame_ms']:.2f}", f"{r['solve_ms']:.2f}",
-                     f"{r['solved_frames']}/{r['frames']}", f"{r['mean_error_mm']:.3f}", f"{r['p95_error_mm']:.3f}",
-                     f"{r['max_error_mm']:.1f}", r["violations"]])
-        print(rows[-1], flush=True)
-    print(table(rows, ["clip", "frames", "frames/s", "ms/frame", "solve ms", "all goals met", "mean mm", "p95 mm",
-                       "max mm", "violations"]))
+        results[clip] = {}
+        for core in cores:
+            r = results[clip][core] = throughput(bpy, clip, args.time_limit, core)
+            rows.append([clip, core, r["frames"], f"{r['fps']:.0f}", f"{r['frame_ms']:.2f}", f"{r['solve_ms']:.2f}",
+                         f"{r['solved_frames']}/{r['frames']}", f"{r['mean_error_mm']:.3f}",
+                         f"{r['p95_error_mm']:.3f}", f"{r['max_error_mm']:.1f}", r["violations"]])
+            print(rows[-1], flush=True)
+    print(table(rows, BAKE_HEADERS))
+    if set(cores) >= {"compiled", "numpy"}:
+        for clip in clips:
+            r = results[clip]
+            print(f"{clip}: compiled {r['compiled']['fps'] / r['numpy']['fps']:.1f}x the frames/s of numpy, solve "
+                  f"{r['numpy']['solve_ms'] / r['compiled']['solve_ms']:.1f}x faster per frame")
     scaling = batch_scaling(bpy, clips, args.batch_files, args.time_limit)
     print(f"batch scaling: {scaling['speedup']:.2f}x from 1 to 2 jobs ({scaling['cpus']} CPUs)")
     write("bake", {"time_limit": args.time_limit, "throughput": results, "batch": scaling},

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Drag step on Rigify's human metarig (body bones) with six goals: both hands and feet (poses), the head
 looking at a point, the hips held near their pose; a hand target dragged along a path in the view plane.
-Median time per step (solve + writing the pose), success within the budget, per method.
+Median time per step (solve + writing the pose), success within the budget, per method; ``lm-numpy`` is LM with
+the compiled core switched off (the numpy reference), in the same run.
 
-    python -m fullbody_ik.benchmarks.drag_step [--steps N] [--budget-ms 16]
+    python -m fullbody_ik.benchmarks.drag_step [--steps N] [--budget-ms 16] [--methods lm,lm-numpy,...]
 """
 
 import argparse
@@ -21,16 +22,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--budget-ms", type=float, default=16.0)
-    ap.add_argument("--methods", default="lm,memetic,memetic+lm,nullspace")
+    ap.add_argument("--methods", default="lm,lm-numpy,memetic,memetic+lm,nullspace")
     args = ap.parse_args()
     import bpy
 
     import fullbody_ik
     from fullbody_ik.rig import read_pose
     from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
+    from fullbody_ik.solvers import compiled
 
+    compiled.warm()  # the compile is a first use's cost, not a step's
     rows, out = [], {}
     for method in args.methods.split(","):
+        compiled.set_enabled(not method.endswith("-numpy"))
         bpy.ops.wm.read_factory_settings(use_empty=True)
         bpy.ops.preferences.addon_enable(module="rigify")
         fullbody_ik.register()
@@ -43,7 +47,7 @@ def main():
         head = obj.fullbody_ik.goals[4]
         head.target.location = np.array(head.target.location) + np.array([0.0, -2.0, 0.0])
         s = obj.fullbody_ik.settings
-        s.method, s.time_limit = method.split("+")[0], args.budget_ms / 1e3
+        s.method, s.time_limit = method.split("+")[0].removesuffix("-numpy"), args.budget_ms / 1e3
         if method == "memetic+lm":  # the memetic solver with LM exploitation (the Exploitation setting)
             s.exploit = "LM"
         P, size = look_at_perspective((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
@@ -69,6 +73,7 @@ def main():
         rows.append([method, session.tree.n, f"{np.median(times):.1f}", f"{np.percentile(times, 95):.1f}",
                      f"{100 * ok.mean():.0f} %", f"{np.max(jumps):.2f}", f"{np.median(jumps):.3f}"])
         fullbody_ik.unregister()
+    compiled.set_enabled(True)
     print(f"Drag step, Rigify human metarig, six goals, {args.steps} steps, budget {args.budget_ms:.0f} ms")
     print(table(rows, ["method", "variables", "median ms", "p95 ms", "all goals met", "largest joint jump (rad)",
                        "median jump"]))

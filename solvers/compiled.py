@@ -189,6 +189,13 @@ class Kernel:
         return (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p, self.has_R,
                 self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows, self.references, self.indices)
 
+    def key(self, q):
+        """(not every goal met, cost) at q: how solve ranks the answers of its searches."""
+        errors, cost = judge(np.ascontiguousarray(q, dtype=float), self.tree_arrays(), self.goal_arrays())
+        met = np.all((~(self.has_p | (self.kind != _CARTESIAN)) | (errors[:, 0] <= self.tol_p))
+                     & (~(self.has_R | self.has_L) | (errors[:, 1] <= self.tol_R)))
+        return not bool(met), float(cost)
+
     def result(self, problem, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
         tested equal), without a numpy FK."""
@@ -209,17 +216,34 @@ class Kernel:
                       details=details, restarts=restarts)
 
 
-def covers(tree, objectives):
-    """Whether the compiled path is on and covers this tree and these objectives."""
+def covers_tree(tree):
+    """Whether the compiled path is on and covers this tree's joints (known once per tree)."""
     if not available():
         return False
-    from .joints import BallModel, FreeModel, ScalarModel, SwingTwistModel
+    known = tree.__dict__.get("_compiled_covers")
+    if known is None:
+        from .joints import BallModel, FreeModel, ScalarModel, SwingTwistModel
+
+        known = tree._compiled_covers = not tree.has_stretch and all(
+            type(m) in (ScalarModel, BallModel, SwingTwistModel, FreeModel) for m in tree.models)
+    return known
+
+
+def covers(tree, objectives):
+    """Whether the compiled path is on and covers this tree and these objectives."""
+    if not covers_tree(tree):
+        return False
     from .objectives import Displacement, JointValue, LookAt, Orientation, Pose, Position
 
-    if tree.has_stretch or not all(type(m) in (ScalarModel, BallModel, SwingTwistModel, FreeModel)
-                                   for m in tree.models):
-        return False
     return all(type(o) in (Position, Orientation, Pose, LookAt, Displacement, JointValue) for o in objectives)
+
+
+def project_one(tree, q):
+    """Tree.project of one configuration, compiled; None when the compiled path does not cover the tree."""
+    if not covers_tree(tree):
+        return None
+    s = _tree_arrays(tree)
+    return project(np.ascontiguousarray(q, dtype=float), (s[0], np.ascontiguousarray(tree.origin)) + s[1:])
 
 
 def kernel(problem):
@@ -455,11 +479,12 @@ def _jl_inverse(v, out):
 # -- objectives -----------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def workspace(n, L):
+def workspace(n, L, m):
     """evaluate's work space: world and joint frames (2, L, 4, 4), generators (3, n, 3) and their kinds (n,),
-    3-vectors (7, 3), 3x3 matrices (2, 3, 3)."""
+    3-vectors (7, 3), 3x3 matrices (2, 3, 3), and per residual row the one variable it depends on (Displacement,
+    JointValue) or -1 (m,)."""
     return (np.empty((2, L, 4, 4)), np.empty((3, n, 3)), np.zeros(n, dtype=np.bool_), np.empty((7, 3)),
-            np.empty((2, 3, 3)))
+            np.empty((2, 3, 3)), np.full(m, -1, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -474,7 +499,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     rows p - target, Orientation rows log(R R_d^T) with J_l^-1 omega, LookAt rows V - d, Displacement rows
     q - reference, JointValue rows q_j - value (the numpy objectives' formulas); each goal's error and angle
     into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not met)."""
-    frames, gen, rotational, vectors, matrices = ws
+    frames, gen, rotational, vectors, matrices, row_var = ws
     W, Pre = frames[0], frames[1]
     fk_into(q, T, W, Pre)
     ancestors = T[16]
@@ -502,12 +527,14 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
                     x = q[v] - references[slot[g], v]
                     r[row + k] = w * x
                     sq += x * x
+                    row_var[row + k] = v
                     if want_jacobian:
                         J[row + k, v] = w
             else:
                 x = q[slot[g]] - targets_p[g, 0]
                 r[row] = w * x
                 sq = x * x
+                row_var[row] = slot[g]
                 if want_jacobian:
                     J[row, slot[g]] = w
             errors[g, 0] = math.sqrt(sq)
@@ -756,27 +783,44 @@ def _limit_normal(q, i, T, N):
 
 
 @njit(cache=True)
-def _slide(q, dq, T, on_limit, normals, P):
-    """Tree.tangent_projector grown in place: each swing on its limit (on_limit, normals from _limit_normal) that
-    dq pushes outward and P does not slide along yet is added, P -= nu nu^T with nu its normal in the scaled
-    variables, normalized. Returns whether P grew."""
+def _slide(q, dq, T, on_limit, normals, blocks, sliding):
+    """Tree.tangent_projector grown in place. P = I - sum nu nu^T is block diagonal: a 2x2 block per sliding swing
+    on its (sx, sz) variables (blocks (L, 2, 2), sliding (L,) which links have one). Each swing on its limit
+    (on_limit, normals from _limit_normal) that dq pushes outward and P does not slide along yet (its block's
+    first entry still 1) is added, nu its normal in the scaled variables, normalized. Returns whether P grew."""
     cols, D = T[5], T[15]
     grew = False
     for i in range(on_limit.shape[0]):
         if not on_limit[i]:
             continue
         a, b = cols[i, 0], cols[i, 2]
-        if dq[a] * normals[i, 0] + dq[b] * normals[i, 1] <= 0.0 or P[a, a] <= 1.0 - 1e-12:
+        if not sliding[i]:
+            blocks[i, 0, 0], blocks[i, 0, 1], blocks[i, 1, 0], blocks[i, 1, 1] = 1.0, 0.0, 0.0, 1.0
+        if dq[a] * normals[i, 0] + dq[b] * normals[i, 1] <= 0.0 or blocks[i, 0, 0] <= 1.0 - 1e-12:
             continue
         n0, n1 = normals[i, 0] * D[a], normals[i, 1] * D[b]
         norm = max(math.sqrt(n0 * n0 + n1 * n1), 1e-300)
         n0, n1 = n0 / norm, n1 / norm
-        P[a, a] -= n0 * n0
-        P[a, b] -= n0 * n1
-        P[b, a] -= n1 * n0
-        P[b, b] -= n1 * n1
+        blocks[i, 0, 0] -= n0 * n0
+        blocks[i, 0, 1] -= n0 * n1
+        blocks[i, 1, 0] -= n1 * n0
+        blocks[i, 1, 1] -= n1 * n1
+        sliding[i] = True
         grew = True
     return grew
+
+
+@njit(cache=True)
+def _project_rows(M, cols, blocks, sliding):
+    """M <- P M for the block diagonal P of _slide (M (n, k), a vector as (n, 1))."""
+    for i in range(sliding.shape[0]):
+        if not sliding[i]:
+            continue
+        a, b = cols[i, 0], cols[i, 2]
+        B = blocks[i]
+        for j in range(M.shape[1]):
+            x, z = M[a, j], M[b, j]
+            M[a, j], M[b, j] = B[0, 0] * x + B[0, 1] * z, B[1, 0] * x + B[1, 1] * z
 
 
 # -- the Levenberg-Marquardt step and loop -------------------------------------------------------------------
@@ -809,54 +853,66 @@ def _spd_solve(H, b, x, Lc, y):
 
 
 @njit(cache=True)
-def _damped_step(J, r, lam, D, held, sliding, P, Jr, dq, H, b, Lc, y):
-    """dq = -D P (J_r^T J_r + lam I)^-1 J_r^T r, J_r = J with the held variables' columns removed, times P when
-    swings slide along their limits (lm.constrained_step; eq. 11-12); held variables do not move. Jr (m, n), H,
-    Lc (n, n) and b, y (n,) are work space."""
+def _normal_equations(J, r, D, row_var, N, grad):
+    """N = J_D^T J_D and grad = J_D^T r for J_D = J diag(D): dense rows in full, a row with one variable
+    (Displacement, JointValue: row_var) on the diagonal only."""
     m, n = J.shape
+    N[:, :] = 0.0
+    grad[:] = 0.0
     for k in range(m):
-        for j in range(n):
-            if sliding:
-                s = 0.0
-                for i in range(n):
-                    if not held[i]:
-                        s += J[k, i] * P[i, j]
-                Jr[k, j] = s
-            else:
-                Jr[k, j] = 0.0 if held[j] else J[k, j]
+        v = row_var[k]
+        if v >= 0:
+            x = J[k, v] * D[v]
+            N[v, v] += x * x
+            grad[v] += x * r[k]
+            continue
+        for i in range(n):
+            a = J[k, i] * D[i]
+            if a == 0.0:
+                continue
+            grad[i] += a * r[k]
+            for j in range(i, n):
+                N[i, j] += a * J[k, j] * D[j]
     for i in range(n):
-        for j in range(i, n):
-            s = 0.0
-            for k in range(m):
-                s += Jr[k, i] * Jr[k, j]
-            H[i, j] = H[j, i] = s
+        for j in range(i + 1, n):
+            N[j, i] = N[i, j]
+
+
+@njit(cache=True)
+def _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y):
+    """dq = -D P (J_r^T J_r + lam I)^-1 J_r^T r, J_r = J_D with the held variables' columns removed, times P when
+    swings slide along their limits (lm.constrained_step; eq. 11-12), from N = J_D^T J_D and grad = J_D^T r (so
+    J_r^T J_r = P N_h P and J_r^T r = P grad_h, P symmetric and block diagonal: _slide); held variables do not
+    move. H, Lc (n, n) and b, y (n,) are work space."""
+    n = N.shape[0]
+    for i in range(n):
+        for j in range(n):
+            H[i, j] = 0.0 if (held[i] or held[j]) else N[i, j]
+        b[i] = 0.0 if held[i] else -grad[i]
+    if any_sliding:
+        _project_rows(H, cols, blocks, sliding)  # P H
+        Ht = H.T  # (P H) P = (P (P H)^T)^T, P symmetric
+        _project_rows(Ht, cols, blocks, sliding)
+        _project_rows(b.reshape((n, 1)), cols, blocks, sliding)
+    for i in range(n):
         H[i, i] += lam
-        s = 0.0
-        for k in range(m):
-            s += Jr[k, i] * r[k]
-        b[i] = -s
     _spd_solve(H, b, dq, Lc, y)
-    if sliding:
-        for i in range(n):
-            y[i] = dq[i]
-        for i in range(n):
-            s = 0.0
-            for j in range(n):
-                s += P[i, j] * y[j]
-            dq[i] = s
+    if any_sliding:
+        _project_rows(dq.reshape((n, 1)), cols, blocks, sliding)
     for i in range(n):
         dq[i] = 0.0 if held[i] else D[i] * dq[i]
 
 
 @njit(cache=True)
-def _constrained_step(q, J, r, lam, T, held, on_limit, normals, P, Jr, dq, H, b, Lc, y):
+def _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, sliding, dq, H, b, Lc, y):
     """lm.constrained_step: the step re-solved while it pushes against limits q rests on, growing the active set
     (at most three times): box-bounded variables on a bound it pushes outward are held, swings on their limit
     ellipse it pushes outward slide along it. dq (the free step) is updated in place."""
-    lower, upper, D = T[12], T[13], T[15]
+    lower, upper, cols, D = T[12], T[13], T[5], T[15]
     n = q.shape[0]
     held[:] = False
-    sliding = False
+    sliding[:] = False
+    any_sliding = False
     for _ in range(3):
         grew = False
         for v in range(n):
@@ -864,16 +920,11 @@ def _constrained_step(q, J, r, lam, T, held, on_limit, normals, P, Jr, dq, H, b,
             if h and not held[v]:
                 held[v] = True
                 grew = True
-        if on_limit.any():
-            if not sliding:
-                for i in range(n):
-                    for j in range(n):
-                        P[i, j] = 1.0 if i == j else 0.0
-            if _slide(q, dq, T, on_limit, normals, P):
-                sliding = grew = True
+        if on_limit.any() and _slide(q, dq, T, on_limit, normals, blocks, sliding):
+            any_sliding = grew = True
         if not grew:
             return
-        _damped_step(J, r, lam, D, held, sliding, P, Jr, dq, H, b, Lc, y)
+        _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y)
 
 
 @njit(cache=True)
@@ -886,10 +937,12 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     D = T[15]
     m = size(G)
     r, J = np.empty(m), np.empty((m, n))
-    r_new, Jd, Jr = np.empty(m), np.empty((m, n)), np.empty((m, n))
+    r_new = np.empty(m)
     errors = np.zeros((G[1].shape[0], 2))
-    H, Lc, P, b, y = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty(n), np.empty(n)
-    ws = workspace(n, L)
+    H, Lc, N = np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
+    blocks, sliding = np.empty((L, 2, 2)), np.zeros(L, dtype=np.bool_)
+    b, y, grad = np.empty(n), np.empty(n), np.empty(n)
+    ws = workspace(n, L, m)
     on_limit, normals = np.zeros(L, dtype=np.bool_), np.zeros((L, 2))
     met, unmet = evaluate(q, T, G, ws, r, J, True, errors)
     E = 0.5 * np.dot(r, r)
@@ -906,15 +959,14 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         if it >= max_iterations:
             return q, 1, it, met, E
         it += 1
-        for k in range(m):
-            for v in range(n):
-                Jd[k, v] = J[k, v] * D[v]
+        _normal_equations(J, r, D, ws[5], N, grad)
         lam = mu * (damping_scale * E + damping_bias)
         held[:] = False
-        _damped_step(Jd, r, lam, D, held, False, P, Jr, dq, H, b, Lc, y)
+        sliding[:] = False
+        _damped_step(N, grad, lam, D, held, T[5], blocks, sliding, False, dq, H, b, Lc, y)
         for i in range(L):
             on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
-        _constrained_step(q, Jd, r, lam, T, held, on_limit, normals, P, Jr, dq, H, b, Lc, y)
+        _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, sliding, dq, H, b, Lc, y)
         q_new = project(q + dq, T)
         evaluate(q_new, T, G, ws, r_new, J, False, errors)
         E_new = 0.5 * np.dot(r_new, r_new)
@@ -983,7 +1035,7 @@ def judge(q, T, G):
     """(errors (G, 2): each goal's error and angle, cost sum w |r|^2 / 2) at q."""
     r, J = np.empty(size(G)), np.empty((0, 0))
     errors = np.zeros((G[1].shape[0], 2))
-    evaluate(q, T, G, workspace(q.shape[0], T[0].shape[0]), r, J, False, errors)
+    evaluate(q, T, G, workspace(q.shape[0], T[0].shape[0], r.shape[0]), r, J, False, errors)
     return errors, 0.5 * np.dot(r, r)
 
 

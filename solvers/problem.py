@@ -4,6 +4,7 @@ the result type every method returns, and the time/iteration budget they share."
 
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -84,9 +85,12 @@ class Problem:
                     if name not in tree.link_index:
                         raise ValueError(f"{type(o).__name__}: no link named {name!r} in the tree")
                 continue
-            state = state or tree.state(np.zeros(tree.n))
             try:
-                o.residual(state)
+                try:  # joint objectives need only q: a configuration without FK (a tracking frame builds these)
+                    o.residual(SimpleNamespace(tree=tree, q=np.zeros(tree.n), cache={}))
+                except (AttributeError, TypeError):
+                    state = state or tree.state(np.zeros(tree.n))
+                    o.residual(state)
             except KeyError as e:
                 raise ValueError(f"{type(o).__name__}: {e.args[0]}") from None
 

@@ -66,8 +66,12 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         options.setdefault("stall", 5)  # give up a local minimum early: a new start is cheaper
     while True:
         q, message = run(problem, seed, budget, **options)
-        state = problem.state(q)
-        key = (not problem.satisfied(state), problem.cost(state))
+        k = problem.__dict__.get("_kernel")
+        if k is not None:  # solved on the compiled path: judged there
+            key = k.key(q)
+        else:
+            state = problem.state(q)
+            key = (not problem.satisfied(state), problem.cost(state))
         if best_key is None or key < best_key:
             best_q, best_msg, best_key = q, message, key
         if not best_key[0] or count >= max_restarts or budget.exhausted():

@@ -331,6 +331,12 @@ class Tree:
     def project(self, Q):
         """Nearest feasible configuration(s) in Blender's sense (clip, wrap, swing ellipse clamp)."""
         Q, single = self._as_batch(Q)
+        if single:
+            from . import compiled
+
+            out = compiled.project_one(self, Q[0])  # the same projection, compiled (None: not covered)
+            if out is not None:
+                return out
         Q = np.where(np.isfinite(Q), Q, 0.0)
         Q = np.clip(Q, self._clip_lower, self._clip_upper)
         for m in self.models:

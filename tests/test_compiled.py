@@ -52,7 +52,7 @@ def _compare(tree, goals, q):
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
     m = compiled.size(G)
     r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
-    met, _ = compiled.evaluate(q, T, G, compiled.workspace(tree.n, len(tree.link_names)), r, J, True, errors)
+    met, _ = compiled.evaluate(q, T, G, compiled.workspace(tree.n, len(tree.link_names), m), r, J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
@@ -99,15 +99,15 @@ def test_bones_and_free_roots_match_numpy():
         kinds |= {type(m).__name__ + ("-elbow" if getattr(m, "elbow", False) else "") for m in tree.models}
         for q in list(tree.random_configurations(rng, 2)) + [3.0 * rng.normal(size=tree.n)]:
             k = compiled.kernel(Problem(tree, _every_goal(tree, rng)))
-            assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q)).max() < 1e-12
-            _compare(tree, _every_goal(tree, rng), tree.project(q))
+            assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q[None])[0]).max() < 1e-12
+            _compare(tree, _every_goal(tree, rng), tree.project(q[None])[0])
         for m in tree.models:
             if hasattr(m, "nearest"):
                 m.nearest = True
         tree._compiled_arrays = None
         q = 3.0 * rng.normal(size=tree.n)
         k = compiled.kernel(Problem(tree, _every_goal(tree, rng)))
-        assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q)).max() < 1e-12
+        assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q[None])[0]).max() < 1e-12
     assert {"ScalarModel", "BallModel", "FreeModel", "SwingTwistModel", "SwingTwistModel-elbow"} <= kinds
 
 
