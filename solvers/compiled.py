@@ -15,12 +15,15 @@ hinges, stiffness) and free roots, with Position, Orientation, Pose, LookAt, Dis
 yet: bones that stretch (ik_stretch) and the other objectives (Distance, JointFunction): those problems run on
 numpy.
 
-The compile happens once per machine (``cache=True``; the cache in ``NUMBA_CACHE_DIR``, else the user's cache
-folder, else a temporary one); :func:`warm` runs it on a small problem.
+The compile happens once per machine (``cache=True``; the cache in ``NUMBA_CACHE_DIR`` (in Blender: the
+extension's user folder), else the user's cache folder, else a temporary one); :func:`warm` runs it on a small
+problem. In Blender's UI :func:`warm_in_background` runs it in another process while the numpy path serves, so
+the UI never waits for it; the extension ships numba and llvmlite for each platform and Python that has them.
 """
 
 import math
 import os
+import sys
 import tempfile
 from types import SimpleNamespace
 
@@ -50,18 +53,91 @@ except ImportError:  # the numpy path serves
         return (lambda f: f) if not (len(args) == 1 and callable(args[0])) else args[0]
 
 
+_background = None  # the compile running in another process (warm_in_background): (process, start time, log)
+_background_error = ""
+
+
 def available():
-    """True when the compiled path can run (numba importable) and is not switched off."""
-    return numba is not None and _enabled
+    """True when the compiled path can run (numba importable), is not switched off, and is not being compiled in
+    the background (meanwhile the numpy path serves)."""
+    return numba is not None and _enabled and not compiling()
+
+
+def compiling():
+    """Whether warm_in_background's compile is still running (looked at now)."""
+    global _background, _background_error
+    if _background is None:
+        return False
+    process, _, log = _background
+    if process.poll() is None:
+        return True
+    _background = None
+    if process.returncode != 0:  # numpy serves this session; the reason is on the console and in the status
+        try:
+            with open(log) as fh:
+                tail = fh.read()[-2000:]
+        except OSError:
+            tail = ""
+        _background_error = f"exit code {process.returncode}"
+        set_enabled(False)
+        print(f"Full-Body IK: the compiled core could not be compiled ({_background_error}); the numpy path serves."
+              f"\n{tail}")
+    return False
 
 
 def status():
     """What serves the solves, in a few words (the UI shows it)."""
     if numba is None:
         return "numpy (numba is not installed here)"
+    if compiling():
+        import time
+
+        return f"numpy while the compiled core compiles ({time.monotonic() - _background[1]:.0f} s; once per machine)"
+    if _background_error:
+        return f"numpy (the compiled core failed to compile: {_background_error})"
     if not _enabled:
         return "numpy (the compiled core is switched off)"
     return "compiled (numpy for stretching bones and distance goals)"
+
+
+def _warm_stamp():
+    """The file warm() leaves in the cache folder: this source, numba and Python compiled there already."""
+    st = os.stat(__file__)
+    name = f"warm-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{int(st.st_mtime)}-{st.st_size}.ok"
+    return os.path.join(numba.config.CACHE_DIR, name)
+
+
+def warm_in_background():
+    """Compile the kernels in another process (into the on-disk cache) while this one goes on with the numpy
+    path, when the cache does not hold them yet: Blender's UI never waits for a compile. Returns whether a
+    compile was started; available() turns true when it has finished (this process then loads the cache)."""
+    global _background
+    if not available() or os.path.exists(_warm_stamp()):
+        return False
+    import subprocess
+    import time
+
+    # This module by its own name (an extension's is bl_ext.<repository>.<id>...): its parent packages made
+    # importable in the other process from their paths here (they may be namespaces Blender set up).
+    parents = __name__.split(".")[:-1]
+    packages = []
+    for k in range(1, len(parents)):
+        module = sys.modules.get(".".join(parents[:k]))
+        namespace = module is not None and getattr(module, "__file__", None) is None
+        if namespace and getattr(module, "__path__", None) is not None:
+            packages.append((module.__name__, list(module.__path__)))
+    code = ("import importlib, sys, types\n"
+            f"for name, path in {packages!r}:\n"
+            "    m = types.ModuleType(name); m.__path__ = path; sys.modules[name] = m\n"
+            f"importlib.import_module({__name__!r}).warm()\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=numba.config.CACHE_DIR, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    log = os.path.join(numba.config.CACHE_DIR, "warm.log")
+    with open(log, "w") as fh:
+        process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL,
+                                   creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    _background = (process, time.monotonic(), log)
+    return True
 
 
 def set_enabled(flag):
@@ -122,8 +198,9 @@ def _tree_arrays(tree):
     arrays = tree._compiled_arrays = (
         np.ascontiguousarray(tree.parent, dtype=np.int64), kind, axis, var, cols, elbow, angle_limits, limited,
         swing_lo, swing_hi, nearest, np.ascontiguousarray(tree._clip_lower, dtype=float),
-        np.ascontiguousarray(tree._clip_upper, dtype=float), continuous, np.ascontiguousarray(tree.weights, dtype=float),
-        np.ascontiguousarray(tree.ancestors, dtype=np.bool_), np.ascontiguousarray(tree.var_link, dtype=np.int64))
+        np.ascontiguousarray(tree._clip_upper, dtype=float), continuous,
+        np.ascontiguousarray(tree.weights, dtype=float), np.ascontiguousarray(tree.ancestors, dtype=np.bool_),
+        np.ascontiguousarray(tree.var_link, dtype=np.int64))
     return arrays
 
 
@@ -186,8 +263,9 @@ class Kernel:
 
     def goal_arrays(self):
         """The goals' arguments of the kernels (one tuple)."""
-        return (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p, self.has_R,
-                self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows, self.references, self.indices)
+        return (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p,
+                self.has_R, self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows, self.references,
+                self.indices)
 
     def key(self, q):
         """(not every goal met, cost) at q: how solve ranks the answers of its searches."""
@@ -1124,5 +1202,15 @@ def warm():
     from .problem import Budget, Problem
 
     problem = Problem(tree, [Pose("l3", tree.fk(np.array([0.3, 0.2, 0.1]))["l3"])])
-    run(Kernel(problem), problem, np.zeros(3), Budget(None, 50))
+    k = kernel(problem)
+    q, _ = run(k, problem, np.zeros(3), Budget(None, 50))  # every entry point: LM, restarts, judging, projection
+    run_restarts(k, problem, np.zeros(3), Budget(None, 20), rng=0)
+    k.result(problem, q, "lm", Budget(), "")
+    k.key(q)
+    project_one(tree, q)
+    try:
+        with open(_warm_stamp(), "w"):
+            pass
+    except OSError:  # a cache folder that cannot be written: nothing to remember
+        pass
     return time.perf_counter() - start

@@ -242,3 +242,49 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     folder, ok = out.stdout.split()
     assert ok == "True" and folder.startswith(str(tmp_path)) and os.access(folder, os.W_OK)
+
+
+BACKGROUND = """
+import json, os, sys, time
+import numpy as np
+from fullbody_ik.solvers import Position, Tree, compiled, solve
+from fullbody_ik.solvers.joints import BoneJoint
+from fullbody_ik.solvers.problem import Problem
+out = {"started": compiled.warm_in_background()}
+out["available_while"], out["status_while"] = compiled.available(), compiled.status()
+up = np.eye(4)
+up[1, 3] = 1.0
+tree = Tree([BoneJoint("a", "root", "b", np.eye(4)), BoneJoint("b", "b", "tip", up)])
+goal = Position("tip", (0.6, 0.8, 0.0))
+out["kernel_while"] = compiled.kernel(Problem(tree, [goal])) is not None
+out["solved_while"] = bool(solve(tree, [goal], np.full(tree.n, 0.1), "lm", max_iterations=200).success)
+start = time.monotonic()
+while compiled.compiling() and time.monotonic() - start < 600:
+    time.sleep(0.2)
+out["available_after"], out["status_after"] = compiled.available(), compiled.status()
+out["stamp"] = os.path.exists(compiled._warm_stamp())
+t = time.perf_counter()
+compiled.warm()
+out["load_seconds"] = time.perf_counter() - t
+out["kernel_after"] = compiled.kernel(Problem(tree, [goal])) is not None
+out["again"] = compiled.warm_in_background()
+print("REPORT" + json.dumps(out))
+"""
+
+
+def test_the_first_compile_runs_in_another_process_while_numpy_serves(tmp_path):
+    """Blender's UI never waits for the compile: warm_in_background compiles into the cache in another process;
+    meanwhile the compiled path is off and solves run on numpy; when it ends, this process loads the cache; a
+    cache that already holds the kernels starts nothing."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", BACKGROUND], env=env, capture_output=True, text=True, timeout=900)
+    line = [l for l in out.stdout.splitlines() if l.startswith("REPORT")]
+    assert out.returncode == 0 and line, out.stdout[-2000:] + out.stderr[-2000:]
+    import json
+
+    r = json.loads(line[0][len("REPORT"):])
+    assert r["started"] and not r["available_while"] and "compiles" in r["status_while"]
+    assert not r["kernel_while"] and r["solved_while"]
+    assert r["available_after"] and r["status_after"].startswith("compiled") and r["stamp"]
+    assert r["kernel_after"] and r["again"] is False
+    print(f"loading the compiled core from the cache: {r['load_seconds']:.2f} s")

@@ -32,6 +32,10 @@ def test_manifest_fields_and_wheels():
         for py in ("cp311", "cp313"):
             assert [w for w in wheels if "scipy" in w and f"-{py}-" in w and platform in build.wheel_platforms(w)], \
                 (platform, py)
+            # and numba with its llvmlite, one of each, except where none is built (Windows on ARM, Python 3.11)
+            for dist in ("numba", "llvmlite"):
+                found = [w for w in wheels if f"/{dist}-" in w and f"-{py}-" in w and platform in build.wheel_platforms(w)]
+                assert len(found) == (0 if (platform, py) == ("windows-arm64", "cp311") else 1), (platform, py, dist)
     assert "website" not in m  # none exists yet
     excluded = m["build"]["paths_exclude_pattern"]
     for dev in ("/tests/", "/benchmarks/", "/docs/", "/tools/", "/.ci/", "/.venv/", "/wheels/", "/Makefile"):
@@ -85,6 +89,10 @@ INSTALL = textwrap.dedent("""
               "solvers": importlib.import_module(mod + ".solvers").Tree.__name__,
               "wheels_installed": sorted(os.listdir(site))}
     import scipy, numpy
+    compiled = importlib.import_module(mod + ".solvers.compiled")
+    report["core"] = compiled.status()
+    report["numba"] = compiled.numba.__file__ if compiled.numba else ""
+    report["numba_cache"] = compiled.numba.config.CACHE_DIR if compiled.numba else ""
     report["scipy"] = scipy.__file__
     report["numpy"] = numpy.__version__
     report["scipy_tags"] = [line.split(":", 1)[1].strip() for line in open(os.path.join(
@@ -120,7 +128,8 @@ INSTALL = textwrap.dedent("""
 
 def test_build_install_enable_and_unregister(tmp_path):
     """Blender's builder makes this platform's zip; Blender's installer puts it in a user repository,
-    installs its scipy wheel, enables it; disabling unregisters it and removes the wheel again."""
+    installs its scipy, numba and llvmlite wheels, enables it (the compiled core from the shipped numba, its cache in
+    the extension's user folder); disabling unregisters it and removes the wheels again."""
     zips = build.build(output_dir=str(tmp_path / "dist"))
     assert len(zips) == 1 and zips[0].endswith(".zip")
     import zipfile
@@ -146,6 +155,10 @@ def test_build_install_enable_and_unregister(tmp_path):
     assert report["module_file"].startswith(str(repo))
     assert report["solvers"] == "Tree"
     assert "scipy" in report["wheels_installed"] and "threadpoolctl.py" in report["wheels_installed"]
+    # The compiled core from the shipped numba and llvmlite, its cache in the extension's user folder.
+    assert {"numba", "llvmlite"} <= set(report["wheels_installed"])
+    assert "extensions" in report["numba"] and report["core"].startswith("compiled")
+    assert report["numba_cache"].startswith(str(tmp_path / "blender")) and "fullbody_ik" in report["numba_cache"]
     # The shipped scipy, built for this Python (cp311 in Blender 5.0, cp313 in 5.1+), runs with this numpy.
     py = "cp%d%d" % sys.version_info[:2]
     assert "extensions" in report["scipy"] and all(t.startswith(f"{py}-{py}-") for t in report["scipy_tags"])
