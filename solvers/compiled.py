@@ -11,9 +11,8 @@ not cover yet, which :func:`kernel` says by returning None.
 
 Covered: trees of revolute, continuous, prismatic and fixed joints (URDF robots; ``Tree.from_urdf``), Blender
 bones with Blender's IK settings (unlimited balls, swing and twist or elbows with their limits and locks, one-axis
-hinges, stiffness) and free roots, with Position, Orientation, Pose, LookAt, Displacement and JointValue goals. Not
-yet: bones that stretch (ik_stretch) and the other objectives (Distance, JointFunction): those problems run on
-numpy.
+hinges, stiffness) and free roots, with Position, Orientation, Pose, LookAt, Distance, Displacement and JointValue
+goals. Not yet: bones that stretch (ik_stretch) and JointFunction goals: those problems run on numpy.
 
 The compile happens once per machine (``cache=True``; the cache in ``NUMBA_CACHE_DIR`` (in Blender: the
 extension's user folder), else the user's cache folder, else a temporary one); :func:`warm` runs it on a small
@@ -97,7 +96,7 @@ def status():
         return f"numpy (the compiled core failed to compile: {_background_error})"
     if not _enabled:
         return "numpy (the compiled core is switched off)"
-    return "compiled (numpy for stretching bones and distance goals)"
+    return "compiled (numpy for stretching bones)"
 
 
 def _warm_stamp():
@@ -153,8 +152,9 @@ MESSAGES = ("every objective within tolerance", "budget exhausted",
 # Link kinds: a scalar joint (URDF's, a one-axis bone), an unlimited bone (rotation vector), a bone with limits or
 # locks (swing and twist, or Blender's elbow), a free root (translation, rotation vector).
 _NONE, _REVOLUTE, _PRISMATIC, _BALL, _SWING, _FREE = 0, 1, 2, 3, 4, 5
-# Goal kinds: a link's position, orientation or look direction (any of them); a displacement; a joint value.
-_CARTESIAN, _DISPLACEMENT, _JOINT_VALUE = 0, 1, 2
+# Goal kinds: a link's position, orientation or look direction (any of them); a displacement; a joint value;
+# a least distance between two points (Distance).
+_CARTESIAN, _DISPLACEMENT, _JOINT_VALUE, _DISTANCE = 0, 1, 2, 3
 
 
 def _tree_arrays(tree):
@@ -213,7 +213,7 @@ class Kernel:
         tree = problem.tree
         self.tree = tree
         self.static = _tree_arrays(tree)
-        from .objectives import Displacement, JointValue, LookAt, Orientation, Pose, Position
+        from .objectives import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position
 
         G = len(problem.objectives)
         self.kind = np.zeros(G, dtype=np.int64)
@@ -233,6 +233,13 @@ class Kernel:
                 references.append(o.reference)
                 indices.append(idx)
                 self.rows[g] = len(idx)
+                continue
+            if isinstance(o, Distance):  # its other link in slot (-1: a fixed point), other point in targets_p,
+                # least distance in look_axes[g, 0]
+                self.kind[g], self.links[g], self.offsets[g], self.tol_p[g] = _DISTANCE, tree.link(o.link), o.point, \
+                    o.tolerance
+                self.slot[g] = -1 if o.other_link is None else tree.link(o.other_link)
+                self.targets_p[g], self.look_axes[g, 0], self.rows[g] = o.other_point, o.min_distance, 1
                 continue
             if isinstance(o, JointValue):
                 self.kind[g], self.slot[g], self.tol_p[g] = _JOINT_VALUE, tree.var(o.joint), o.tolerance
@@ -311,9 +318,9 @@ def covers(tree, objectives):
     """Whether the compiled path is on and covers this tree and these objectives."""
     if not covers_tree(tree):
         return False
-    from .objectives import Displacement, JointValue, LookAt, Orientation, Pose, Position
+    from .objectives import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position
 
-    return all(type(o) in (Position, Orientation, Pose, LookAt, Displacement, JointValue) for o in objectives)
+    return all(type(o) in (Position, Orientation, Pose, LookAt, Displacement, JointValue, Distance) for o in objectives)
 
 
 def project_one(tree, q):
@@ -597,6 +604,15 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     Rm, Ji = matrices[0], matrices[1]
     for g in range(links.shape[0]):
         w = sqrt_w[g]
+        if gkind[g] == _DISTANCE:
+            e = _distance(g, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, p, d)
+            errors[g, 0] = e
+            row_var[row] = -1
+            row += 1
+            if not e <= tol_p[g]:
+                met_all = False
+                unmet += 0.5 * w * w * e * e
+            continue
         if gkind[g] != _CARTESIAN:
             sq = 0.0
             if gkind[g] == _DISPLACEMENT:
@@ -712,6 +728,49 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
                         col += (a[(k + 1) % 3] * Vl[(k + 2) % 3] - a[(k + 2) % 3] * Vl[(k + 1) % 3])
                     J[rL + k, v] = w * col
     return met_all, unmet
+
+
+@njit(cache=True)
+def _distance(g, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, a, b):
+    """Distance's row: r = w max(0, d_min - |a - b|), a the link's point, b the other link's or a fixed one; while
+    too close, its gradient -u^T (J_a - J_b), u = (a - b) / |a - b| (objectives.Distance). Returns the error.
+    a, b (3,) are work space."""
+    ancestors, links, slot, offsets, targets_p, look_axes = T[16], G[1], G[2], G[3], G[4], G[9]
+    link, other = links[g], slot[g]
+    Wa = W[link]
+    for k in range(3):
+        a[k] = Wa[k, 3] + Wa[k, 0] * offsets[g, 0] + Wa[k, 1] * offsets[g, 1] + Wa[k, 2] * offsets[g, 2]
+        if other >= 0:
+            Wb = W[other]
+            b[k] = Wb[k, 3] + Wb[k, 0] * targets_p[g, 0] + Wb[k, 1] * targets_p[g, 1] + Wb[k, 2] * targets_p[g, 2]
+        else:
+            b[k] = targets_p[g, k]
+    ux, uy, uz = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    dist = math.sqrt(ux * ux + uy * uy + uz * uz)
+    if dist > 1e-12:
+        ux, uy, uz = ux / dist, uy / dist, uz / dist
+    else:
+        ux, uy, uz = 1.0, 0.0, 0.0
+    c = look_axes[g, 0] - dist
+    e = max(c, 0.0)
+    r[row] = w * e
+    if want_jacobian and c > 0.0:
+        for v in range(omega.shape[0]):
+            s = 0.0
+            for side in range(2):
+                link_v, point, sign = (link, a, 1.0) if side == 0 else (other, b, -1.0)
+                if link_v < 0 or not ancestors[link_v, v]:
+                    continue
+                if rotational[v]:
+                    dx, dy, dz = point[0] - centre[v, 0], point[1] - centre[v, 1], point[2] - centre[v, 2]
+                    jx = omega[v, 1] * dz - omega[v, 2] * dy
+                    jy = omega[v, 2] * dx - omega[v, 0] * dz
+                    jz = omega[v, 0] * dy - omega[v, 1] * dx
+                else:
+                    jx, jy, jz = linear[v, 0], linear[v, 1], linear[v, 2]
+                s += sign * (ux * jx + uy * jy + uz * jz)
+            J[row, v] = -w * s
+    return e
 
 
 # -- feasibility ------------------------------------------------------------------------------------------------

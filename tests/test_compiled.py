@@ -86,7 +86,10 @@ def _every_goal(tree, rng):
             Orientation(links[1], exp_so3(rng.normal(size=3)), weight=0.5), Pose(links[2], np.eye(4), weight=3.0),
             LookAt(links[0], rng.normal(size=3), axis=(1.0, 0.0, 0.0)), Displacement(rng.normal(size=tree.n), 0.01),
             Displacement(rng.normal(size=tree.n), 0.2, joints=tree.joint_names[::-2]),
-            JointValue(tree.joint_names[0], 0.3, weight=0.2)]
+            JointValue(tree.joint_names[0], 0.3, weight=0.2),
+            Distance(links[0], 5.0, point=rng.normal(size=3), other_link=links[1], weight=0.4),  # too close: active
+            Distance(links[2], 5.0, point=rng.normal(size=3), other_point=rng.normal(size=3)),
+            Distance(links[1], 0.01, other_link=links[2])]  # far enough (as a rule): zero
 
 
 def test_bones_and_free_roots_match_numpy():
@@ -113,13 +116,15 @@ def test_bones_and_free_roots_match_numpy():
 
 def test_bones_lm_takes_the_numpy_steps():
     """The same iterations as lm.run on bone trees: after 1, 3 and 10 iterations the same configuration (1e-9):
-    the held bounds, the swings sliding along their limit ellipse, the shorter steps and the stopping rules."""
+    the held bounds, the swings sliding along their limit ellipse, the shorter steps and the stopping rules, with a
+    Distance hinge among the goals."""
     rng, trees = _bone_trees(2, 25)
     slid = 0
     for tree in trees:
         qt, q0 = tree.random_configurations(rng, 2)
         tip, mid = tree.link_names[-1], tree.link_names[len(tree.link_names) // 2]
-        goals = [Pose(tip, tree.fk(qt)[tip]), Position(mid, tree.fk(qt)[mid][:3, 3]), Displacement(q0, weight=1e-4)]
+        goals = [Pose(tip, tree.fk(qt)[tip]), Position(mid, tree.fk(qt)[mid][:3, 3]), Displacement(q0, weight=1e-4),
+                 Distance(tip, 0.5, other_point=tree.fk(qt)[mid][:3, 3])]
         for its in (1, 3, 10):
             fast = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False)
             compiled.set_enabled(False)
@@ -206,7 +211,10 @@ def test_what_it_does_not_cover_runs_on_numpy():
     tree = _robot(*ROBOTS[0])
     T = tree.fk_batch(np.zeros((1, tree.n)))[0, -1]
     assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Displacement(np.zeros(tree.n))])) is not None
-    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Distance(ROBOTS[0][2], 0.5)])) is None
+    assert compiled.kernel(Problem(tree, [Pose(ROBOTS[0][2], T), Distance(ROBOTS[0][2], 0.5)])) is not None
+    from fullbody_ik.solvers.objectives.joint import JointFunction
+
+    assert compiled.kernel(Problem(tree, [JointFunction(tree.joint_names[0], lambda q: 0.0)])) is None
     bones = Tree([BoneJoint("b", "root", "tip", np.eye(4))])
     assert compiled.kernel(Problem(bones, [Position("tip", (0, 1, 0))])) is not None
     stretching = Tree([BoneJoint("b", "root", "tip", np.eye(4), stretch=0.5)])
