@@ -11,8 +11,8 @@ not cover yet, which :func:`kernel` says by returning None.
 
 Covered: trees of revolute, continuous, prismatic and fixed joints (URDF robots; ``Tree.from_urdf``), Blender
 bones with Blender's IK settings (unlimited balls, swing and twist or elbows with their limits and locks, one-axis
-hinges, stiffness) and free roots, with Position, Orientation, Pose, LookAt, Distance, Displacement and JointValue
-goals. Not yet: bones that stretch (ik_stretch) and JointFunction goals: those problems run on numpy.
+hinges, stiffness, IK stretch) and free roots, with Position, Orientation, Pose, LookAt, Distance, Displacement
+and JointValue goals. Not yet: JointFunction goals (a user's Python function): those problems run on numpy.
 
 The compile happens once per machine (``cache=True``; the cache in ``NUMBA_CACHE_DIR`` (in Blender: the
 extension's user folder), else the user's cache folder, else a temporary one); :func:`warm` runs it on a small
@@ -96,7 +96,7 @@ def status():
         return f"numpy (the compiled core failed to compile: {_background_error})"
     if not _enabled:
         return "numpy (the compiled core is switched off)"
-    return "compiled (numpy for stretching bones)"
+    return "compiled"
 
 
 def _warm_stamp():
@@ -160,11 +160,11 @@ _CARTESIAN, _DISPLACEMENT, _JOINT_VALUE, _DISTANCE = 0, 1, 2, 3
 def _tree_arrays(tree):
     """The tree as arrays for the kernels, once per tree (its joints do not change; its origins may, and are read
     at each solve): (parent, kind, axis, var, cols, elbow, angle limits, limited, swing lo, swing hi, nearest,
-    clip lower, clip upper, continuous, weights, ancestors, var_link)."""
+    clip lower, clip upper, continuous, weights, ancestors, var_link, stretch_var, anchor)."""
     arrays = tree.__dict__.get("_compiled_arrays")
     if arrays is not None:
         return arrays
-    from .joints import BallModel, FreeModel, ScalarModel, SwingTwistModel
+    from .joints import BallModel, FreeModel, ScalarModel, StretchModel, SwingTwistModel
 
     L = len(tree.link_names)
     kind, axis, var = np.zeros(L, dtype=np.int64), np.zeros((L, 3)), np.full(L, -1, dtype=np.int64)
@@ -172,9 +172,13 @@ def _tree_arrays(tree):
     angle_limits, limited = np.zeros((L, 3, 2)), np.zeros((L, 3), dtype=np.bool_)
     swing_lo, swing_hi = np.zeros((L, 2)), np.zeros((L, 2))
     continuous = np.zeros(tree.n, dtype=np.bool_)
+    stretch_var = np.full(L, -1, dtype=np.int64)
     nearest = False
     for m in tree.models:
         for row, frame in enumerate(m.frames):
+            if type(m) is StretchModel:  # a second model on the bone's link: its own variable, not the joint's
+                stretch_var[frame] = m.vars[row, 0]
+                continue
             var[frame] = m.vars[row, 0]
             if type(m) is ScalarModel:
                 axis[frame] = m.axes[row]
@@ -195,12 +199,17 @@ def _tree_arrays(tree):
                 nearest = bool(m.nearest)
             else:
                 raise TypeError(f"the compiled path does not cover {type(m).__name__}")
+    # anchor[i, k]: the child of link k whose subtree holds link i (-1: none; a stretching k moves it by its offset)
+    anchor = np.full((L, L), -1, dtype=np.int64)
+    for i in range(1, L):
+        anchor[i] = anchor[tree.parent[i]]
+        anchor[i, tree.parent[i]] = i
     arrays = tree._compiled_arrays = (
         np.ascontiguousarray(tree.parent, dtype=np.int64), kind, axis, var, cols, elbow, angle_limits, limited,
         swing_lo, swing_hi, nearest, np.ascontiguousarray(tree._clip_lower, dtype=float),
         np.ascontiguousarray(tree._clip_upper, dtype=float), continuous,
         np.ascontiguousarray(tree.weights, dtype=float), np.ascontiguousarray(tree.ancestors, dtype=np.bool_),
-        np.ascontiguousarray(tree.var_link, dtype=np.int64))
+        np.ascontiguousarray(tree.var_link, dtype=np.int64), stretch_var, anchor)
     return arrays
 
 
@@ -307,10 +316,10 @@ def covers_tree(tree):
         return False
     known = tree.__dict__.get("_compiled_covers")
     if known is None:
-        from .joints import BallModel, FreeModel, ScalarModel, SwingTwistModel
+        from .joints import BallModel, FreeModel, ScalarModel, StretchModel, SwingTwistModel
 
-        known = tree._compiled_covers = not tree.has_stretch and all(
-            type(m) in (ScalarModel, BallModel, SwingTwistModel, FreeModel) for m in tree.models)
+        known = tree._compiled_covers = all(
+            type(m) in (ScalarModel, BallModel, SwingTwistModel, FreeModel, StretchModel) for m in tree.models)
     return known
 
 
@@ -426,20 +435,19 @@ def _joint_rotation(q, i, kind, var, cols, elbow, R, A, B):
 
 @njit(cache=True)
 def fk_into(q, T, W, Pre):
-    """World matrices of every link into W (L, 4, 4) (links in the tree's order, parents first), and each joint's
-    frame (the parent's world matrix times the joint's origin) into Pre (L, 4, 4)."""
+    """World matrices of every link into W (L, 4, 4) (links in the tree's order, parents first; a stretching bone's
+    scaled by its stretch), and each joint's frame (the parent's world matrix times the joint's origin, without a
+    stretching parent's scale) into Pre (L, 4, 4)."""
     parent, origin, kind, axis, var, cols, elbow = T[0], T[1], T[2], T[3], T[4], T[5], T[6]
     L = parent.shape[0]
     M = np.empty((4, 4))
     R, A, B = np.empty((3, 3)), np.empty((3, 3)), np.empty((3, 3))
     W[0] = origin[0]
     Pre[0] = origin[0]
+    stretch_var = T[18]
     for i in range(1, L):
         _matmul4(W[parent[i]], origin[i], Pre[i])
         k = kind[i]
-        if k == _NONE:
-            W[i] = Pre[i]
-            continue
         M[:, :] = 0.0
         M[0, 0] = M[1, 1] = M[2, 2] = M[3, 3] = 1.0
         if k == _REVOLUTE:  # R = I + sin q K + (1 - cos q) K^2, K = [axis]x
@@ -449,13 +457,25 @@ def fk_into(q, T, W, Pre):
         elif k == _PRISMATIC:
             t = q[var[i]]
             M[0, 3], M[1, 3], M[2, 3] = t * axis[i, 0], t * axis[i, 1], t * axis[i, 2]
-        else:
+        elif k != _NONE:
             _joint_rotation(q, i, kind, var, cols, elbow, R, A, B)
             M[:3, :3] = R
             if k == _FREE:
                 v = var[i]
                 M[0, 3], M[1, 3], M[2, 3] = q[v], q[v + 1], q[v + 2]
+        if stretch_var[i] >= 0:  # IK stretch: a uniform scale after the bone's rotation
+            f = max(q[stretch_var[i]], 1e-9)
+            for r in range(3):
+                for c in range(3):
+                    M[r, c] *= f
         _matmul4(Pre[i], M, W[i])
+        sp = stretch_var[parent[i]]
+        if sp >= 0:  # a stretching parent scales its child's offsets, not the child's frame
+            f = 1.0 / max(q[sp], 1e-9)
+            for r in range(3):
+                for c in range(3):
+                    W[i, r, c] *= f
+                    Pre[i, r, c] *= f
 
 
 @njit(cache=True)
@@ -471,7 +491,7 @@ def fk(q, T):
 def generators(q, T, W, Pre, omega, linear, centre, rotational):
     """Per variable: the world angular velocity (omega) or linear velocity (linear) of its link per unit change,
     and the point it turns about (centre), as State.generators (joints.*Model.generators)."""
-    kind, axis, var, cols, elbow, var_link = T[2], T[3], T[4], T[5], T[6], T[17]
+    kind, axis, var, cols, elbow, var_link, stretch_var = T[2], T[3], T[4], T[5], T[6], T[17], T[18]
     Jl, A = np.empty((3, 3)), np.empty((3, 3))
     for v in range(q.shape[0]):
         i = var_link[v]
@@ -482,9 +502,13 @@ def generators(q, T, W, Pre, omega, linear, centre, rotational):
             linear[v, k] = 0.0
         k = kind[i]
         rotational[v] = k != _PRISMATIC
+        if stretch_var[i] == v:  # a stretch turns nothing; how it moves a point depends on the point: _rate
+            rotational[v] = False
+            continue
         if k == _REVOLUTE or k == _PRISMATIC:  # a fixed axis: turned by its own motion as by the joint frame
+            f = 1.0 / max(q[stretch_var[i]], 1e-9) if stretch_var[i] >= 0 else 1.0  # (axes do not scale)
             for r in range(3):
-                d = Wi[r, 0] * axis[i, 0] + Wi[r, 1] * axis[i, 1] + Wi[r, 2] * axis[i, 2]
+                d = f * (Wi[r, 0] * axis[i, 0] + Wi[r, 1] * axis[i, 1] + Wi[r, 2] * axis[i, 2])
                 if k == _REVOLUTE:
                     omega[v, r] = d
                 else:
@@ -561,6 +585,18 @@ def _jl_inverse(v, out):
     _so3(v[0], v[1], v[2], -0.5, d, out)
 
 
+@njit(cache=True)
+def _rate(v, link, point, q, T, W, out):
+    """Into out (3,): the velocity of a point fixed to ``link`` per unit of the stretch variable v of bone k: k's
+    stretch moves the subtree of each child of k by the child's head offset / s, and a point on k itself by its
+    offset from k's head / s (Tree.link_jacobians, State.point_jacobian)."""
+    k = T[17][v]
+    A = T[19][link, k]
+    s = max(q[v], 1e-9)
+    for r in range(3):
+        out[r] = ((W[A, r, 3] if A >= 0 else point[r]) - W[k, r, 3]) / s
+
+
 # -- objectives -----------------------------------------------------------------------------------------------
 
 @njit(cache=True)
@@ -587,7 +623,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     frames, gen, rotational, vectors, matrices, row_var = ws
     W, Pre = frames[0], frames[1]
     fk_into(q, T, W, Pre)
-    ancestors = T[16]
+    ancestors, var_link, stretch_var = T[16], T[17], T[18]
     (gkind, links, slot, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, rows,
      references, indices) = G
     n = q.shape[0]
@@ -605,7 +641,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     for g in range(links.shape[0]):
         w = sqrt_w[g]
         if gkind[g] == _DISTANCE:
-            e = _distance(g, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, p, d)
+            e = _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, p, d)
             errors[g, 0] = e
             row_var[row] = -1
             row += 1
@@ -640,6 +676,8 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
         Wg = W[links[g]]
         for k in range(3):
             p[k] = Wg[k, 3] + Wg[k, 0] * offsets[g, 0] + Wg[k, 1] * offsets[g, 1] + Wg[k, 2] * offsets[g, 2]
+        sv = stretch_var[links[g]]
+        rs = 1.0 / max(q[sv], 1e-9) if sv >= 0 else 1.0  # a stretching bone's rotation, without its scale
         sq, ok = 0.0, True
         rp, rR = -1, -1
         if has_p[g]:
@@ -656,8 +694,8 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
         if has_R[g]:
             for i in range(3):
                 for j in range(3):
-                    Rm[i, j] = Wg[i, 0] * targets_R[g, j, 0] + Wg[i, 1] * targets_R[g, j, 1] + \
-                        Wg[i, 2] * targets_R[g, j, 2]
+                    Rm[i, j] = rs * (Wg[i, 0] * targets_R[g, j, 0] + Wg[i, 1] * targets_R[g, j, 1] +
+                                     Wg[i, 2] * targets_R[g, j, 2])
             theta = _log_so3(Rm, phi)
             for k in range(3):
                 r[row + k] = w * phi[k]
@@ -672,7 +710,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
         if has_L[g]:  # LookAt: r = V - d, V the link's axis, d the unit direction to the target
             dist = 0.0
             for k in range(3):
-                Vl[k] = Wg[k, 0] * look_axes[g, 0] + Wg[k, 1] * look_axes[g, 1] + Wg[k, 2] * look_axes[g, 2]
+                Vl[k] = rs * (Wg[k, 0] * look_axes[g, 0] + Wg[k, 1] * look_axes[g, 1] + Wg[k, 2] * look_axes[g, 2])
                 dl[k] = targets_p[g, k] - Wg[k, 3]
                 dist += dl[k] * dl[k]
             dist = math.sqrt(dist)
@@ -695,6 +733,19 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
             continue
         for v in range(n):
             if not ancestors[links[g], v]:
+                continue
+            if stretch_var[var_link[v]] == v:  # IK stretch: moves points, turns nothing
+                if rp >= 0:
+                    _rate(v, links[g], p, q, T, W, d)
+                    for k in range(3):
+                        J[rp + k, v] = w * d[k]
+                if rL >= 0:
+                    for k in range(3):
+                        a[k] = Wg[k, 3]
+                    _rate(v, links[g], a, q, T, W, dp)
+                    dd = dl[0] * dp[0] + dl[1] * dp[1] + dl[2] * dp[2]
+                    for k in range(3):
+                        J[rL + k, v] = w * ((dp[k] - dl[k] * dd) / dist if far else 0.0)
                 continue
             turns = rotational[v]
             for k in range(3):
@@ -731,7 +782,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
 
 
 @njit(cache=True)
-def _distance(g, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, a, b):
+def _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, a, b):
     """Distance's row: r = w max(0, d_min - |a - b|), a the link's point, b the other link's or a fixed one; while
     too close, its gradient -u^T (J_a - J_b), u = (a - b) / |a - b| (objectives.Distance). Returns the error.
     a, b (3,) are work space."""
@@ -755,13 +806,18 @@ def _distance(g, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J
     e = max(c, 0.0)
     r[row] = w * e
     if want_jacobian and c > 0.0:
+        rate = np.empty(3)
         for v in range(omega.shape[0]):
             s = 0.0
+            stretch = T[18][T[17][v]] == v
             for side in range(2):
                 link_v, point, sign = (link, a, 1.0) if side == 0 else (other, b, -1.0)
                 if link_v < 0 or not ancestors[link_v, v]:
                     continue
-                if rotational[v]:
+                if stretch:
+                    _rate(v, link_v, point, q, T, W, rate)
+                    jx, jy, jz = rate[0], rate[1], rate[2]
+                elif rotational[v]:
                     dx, dy, dz = point[0] - centre[v, 0], point[1] - centre[v, 1], point[2] - centre[v, 2]
                     jx = omega[v, 1] * dz - omega[v, 2] * dy
                     jy = omega[v, 2] * dx - omega[v, 0] * dz
