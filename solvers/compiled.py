@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -34,7 +35,7 @@ _enabled = not os.environ.get("FULLBODY_IK_NUMPY")
 try:
     import numba
 
-    if not os.environ.get("NUMBA_CACHE_DIR"):  # cache=True needs a writable folder (a read-only install has none)
+    if not numba.config.CACHE_DIR:  # cache=True needs a writable folder (a read-only install has none)
         for base in (os.path.join(os.path.expanduser("~"), ".cache"), tempfile.gettempdir()):
             folder = os.path.join(base, "fullbody_ik", "numba")
             try:
@@ -45,13 +46,14 @@ try:
             except OSError:
                 continue
     from numba import njit
-except ImportError:  # the numpy path serves
+except Exception:  # not installed, or its llvmlite cannot load here: the numpy path serves
     numba = None
 
     def njit(*args, **kwargs):
         return (lambda f: f) if not (len(args) == 1 and callable(args[0])) else args[0]
 
 
+BACKGROUND_LIMIT = 900.0  # seconds: a background compile still running then is stopped (numpy serves)
 _background = None  # the compile running in another process (warm_in_background): (process, start time, log)
 _background_error = ""
 
@@ -67,9 +69,12 @@ def compiling():
     global _background, _background_error
     if _background is None:
         return False
-    process, _, log = _background
+    process, started, log = _background
     if process.poll() is None:
-        return True
+        if time.monotonic() - started < BACKGROUND_LIMIT:
+            return True
+        process.kill()  # hung: given up, numpy serves this session
+        process.wait()
     _background = None
     if process.returncode != 0:  # numpy serves this session; the reason is on the console and in the status
         try:
@@ -89,8 +94,6 @@ def status():
     if numba is None:
         return "numpy (numba is not installed here)"
     if compiling():
-        import time
-
         return f"numpy while the compiled core compiles ({time.monotonic() - _background[1]:.0f} s; once per machine)"
     if _background_error:
         return f"numpy (the compiled core failed to compile: {_background_error})"
@@ -101,8 +104,10 @@ def status():
 
 def _warm_stamp():
     """The file warm() leaves in the cache folder: this source, numba and Python compiled there already."""
-    st = os.stat(__file__)
-    name = f"warm-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{int(st.st_mtime)}-{st.st_size}.ok"
+    from . import rotations  # compiled here too (jl_inverse_coefficient)
+
+    stamp = "-".join(f"{int(st.st_mtime)}-{st.st_size}" for st in map(os.stat, (__file__, rotations.__file__)))
+    name = f"warm-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{stamp}.ok"
     return os.path.join(numba.config.CACHE_DIR, name)
 
 
@@ -114,7 +119,6 @@ def warm_in_background():
     if not available() or os.path.exists(_warm_stamp()):
         return False
     import subprocess
-    import time
 
     # This module by its own name (an extension's is bl_ext.<repository>.<id>...): its parent packages made
     # importable in the other process from their paths here (they may be namespaces Blender set up).
@@ -131,10 +135,14 @@ def warm_in_background():
             f"importlib.import_module({__name__!r}).warm()\n")
     env = dict(os.environ, NUMBA_CACHE_DIR=numba.config.CACHE_DIR, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     log = os.path.join(numba.config.CACHE_DIR, "warm.log")
-    with open(log, "w") as fh:
-        process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL,
-                                   creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    try:
+        with open(log, "w") as fh:
+            process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL,
+                                       creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    except (OSError, ValueError) as e:  # no interpreter to run, no folder to write: compiled on first use instead
+        print(f"Full-Body IK: the compiled core cannot compile in the background ({e}); it will on first use.")
+        return False
     _background = (process, time.monotonic(), log)
     return True
 
@@ -979,8 +987,8 @@ def _limit_normal(q, i, T, N):
 def _slide(q, dq, T, on_limit, normals, blocks, sliding):
     """Tree.tangent_projector grown in place. P = I - sum nu nu^T is block diagonal: a 2x2 block per sliding swing
     on its (sx, sz) variables (blocks (L, 2, 2), sliding (L,) which links have one). Each swing on its limit
-    (on_limit, normals from _limit_normal) that dq pushes outward and P does not slide along yet (its block's
-    first entry still 1) is added, nu its normal in the scaled variables, normalized. Returns whether P grew."""
+    (on_limit, normals from _limit_normal) that dq pushes outward and P does not slide along yet (its block still
+    the identity) is added, nu its normal in the scaled variables, normalized. Returns whether P grew."""
     cols, D = T[5], T[15]
     grew = False
     for i in range(on_limit.shape[0]):
@@ -989,7 +997,8 @@ def _slide(q, dq, T, on_limit, normals, blocks, sliding):
         a, b = cols[i, 0], cols[i, 2]
         if not sliding[i]:
             blocks[i, 0, 0], blocks[i, 0, 1], blocks[i, 1, 0], blocks[i, 1, 1] = 1.0, 0.0, 0.0, 1.0
-        if dq[a] * normals[i, 0] + dq[b] * normals[i, 1] <= 0.0 or blocks[i, 0, 0] <= 1.0 - 1e-12:
+        fresh = blocks[i, 0, 0] > 1.0 - 1e-12 and blocks[i, 1, 1] > 1.0 - 1e-12 and abs(blocks[i, 0, 1]) < 1e-12
+        if dq[a] * normals[i, 0] + dq[b] * normals[i, 1] <= 0.0 or not fresh:
             continue
         n0, n1 = normals[i, 0] * D[a], normals[i, 1] * D[b]
         norm = max(math.sqrt(n0 * n0 + n1 * n1), 1e-300)
@@ -1193,7 +1202,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
         q = q_new
         history[it] = unmet
-        if stall > 0 and it > stall and history[it] > 0.99 * history[it - stall] and history[it - stall] > 0.0:
+        if stall > 0 and it >= stall and history[it] > 0.99 * history[it - stall] and history[it - stall] > 0.0:
             return q, 3, it, met, E
         if moved < step_tol or change < residual_tol:
             return q, 0 if met else 4, it, met, E
@@ -1234,25 +1243,53 @@ def judge(q, T, G):
 
 # -- the solver methods' compiled runs --------------------------------------------------------------------------
 
-CHUNK = 200  # iterations per kernel call: the wall-clock budget is checked between calls
+CHUNK = 200  # iterations per kernel call at most: the wall-clock budget is checked between calls
+
+
+def _chunk(k, budget):
+    """Iterations for the next kernel call: CHUNK without a deadline, else about half of what the time left allows
+    at this tree's measured cost per iteration (16 before any is measured), at least 4: a 72-variable rig's
+    iteration costs about 0.25 ms, so 200 of them could overrun a drag step's budget by 50 ms."""
+    left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
+    if budget.deadline is None or left <= 0:
+        return left
+    per = k.tree.__dict__.get("_compiled_iteration_seconds")
+    if per is None:
+        return min(left, 16)
+    seconds = budget.deadline - time.perf_counter()
+    return max(min(left, int(0.5 * seconds / per)), min(left, 4))
+
+
+def _timed(k, kernel, *args):
+    """kernel(*args) with the tree's cost per iteration updated (a running mean) from how long it took; the
+    iteration count is the result's element ``count``."""
+    start = time.perf_counter()
+    out = kernel(*args)
+    its = out[5] if kernel is restarts_kernel else out[2]
+    if its:
+        per = (time.perf_counter() - start) / its
+        old = k.tree.__dict__.get("_compiled_iteration_seconds")
+        k.tree._compiled_iteration_seconds = per if old is None else 0.8 * old + 0.2 * per
+    return out
 
 
 def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
         damping_scale=1.0):
     """solvers.lm.run on the compiled kernel: (q, message). Iterations count into ``budget``; the wall clock is
-    looked at every CHUNK iterations (a kernel call cannot read it), so a solve overruns its time limit by at
-    most one chunk (about a millisecond on a 7-joint arm)."""
+    looked at between kernel calls (a kernel call cannot read it), each sized to about half the time left
+    (_chunk). A new call starts its damping and stall history afresh."""
     T, G = k.tree_arrays(), k.goal_arrays()
     q = np.ascontiguousarray(q, dtype=float)
     met = None  # not judged yet: nothing ran
     while True:
-        left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
+        left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             if met is None:
                 met = problem.satisfied(problem.state(q))
             return q, MESSAGES[0] if met else MESSAGES[1]
-        q, status, iterations, met, _ = lm_kernel(q, left, int(stall or 0), float(damping_bias), float(damping_scale),
-                                                  float(step_tol), float(residual_tol), int(backtracks), T, G)
+        q, status, iterations, met, _ = _timed(k, lm_kernel, q, left, int(stall or 0), float(damping_bias),
+                                               float(damping_scale), float(step_tol), float(residual_tol),
+                                               int(backtracks), T, G)
         budget.iterations += iterations
         if status != 1:
             return q, MESSAGES[status]
@@ -1270,12 +1307,12 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
     seeds = np.empty((0, tree.n))
     best_q, best_key, count = q, (True, np.inf), 0
     while True:
-        left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
+        left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
-        q, found, met, E, used, iterations, ran_out = restarts_kernel(
-            q, seeds, left, int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol),
-            float(residual_tol), int(backtracks), T, G)
+        q, found, met, E, used, iterations, ran_out = _timed(
+            k, restarts_kernel, q, seeds, left, int(stall or 0), float(damping_bias), float(damping_scale),
+            float(step_tol), float(residual_tol), int(backtracks), T, G)
         budget.iterations += iterations
         count += used
         seeds = seeds[used:]
@@ -1300,8 +1337,6 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
 def warm():
     """Compile (or load from the cache) every kernel by solving a small problem: the first solve of a session
     then costs no compile. Returns the seconds it took."""
-    import time
-
     from .objectives import Pose
     from .tree import Joint, Tree
 

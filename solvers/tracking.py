@@ -98,15 +98,16 @@ class Tracker:
                 best = other
         far = any(np.isfinite(o.tolerance) and e > self.rescue_error for o, e in zip(objectives, best.errors))
         if not best.success and self.rescue > 0 and far:  # rare hard frames (a leg near full stretch): more time,
-            # for the goals alone when there are preferences to leave out (they were converging), else for all
-            more = None if only is None else self._goals_only(objectives, only.q, self.rescue * tl, rng + 7919)
+            # for the goals alone when there are preferences to leave out, restarting near the best answer when a
+            # search ends short (a local minimum, a limit), else for all objectives
+            more = None if only is None else self._goals_only(objectives, best.q, self.rescue * tl, rng + 7919, **near)
             if more is None:
                 more = self._solve(objectives, best.q, self.rescue * tl, rng + 7919, **near)
             if (more.success, -more.cost) > (best.success, -best.cost):
                 return more
         return best
 
-    def _goals_only(self, objectives, q, time_limit, rng):
+    def _goals_only(self, objectives, q, time_limit, rng, **kw):
         """The frame's goals (objectives with a tolerance) solved alone from ``q``, judged on every objective
         (None when every objective is a goal, or none is). The preferences (the body's pose, the pelvis's
         place, continuity: infinite tolerance) are a cost too: near a straight knee, where a goal moves little
@@ -116,7 +117,7 @@ class Tracker:
         goals = [o for o in objectives if np.isfinite(o.tolerance)]
         if not goals or len(goals) == len(objectives):
             return None
-        res = self._solve(goals, q, time_limit, rng, restarts=False)
+        res = self._solve(goals, q, time_limit, rng, **({"restarts": False} | kw))
         judged = Problem(self.tree, objectives).result(res.q, res.method, Budget(), res.message)
         judged.iterations, judged.elapsed = res.iterations, res.elapsed
         return judged

@@ -381,7 +381,9 @@ class Tree:
                 P = np.tile(np.eye(self.n), (len(Q2), 1, 1))
             rows, joints = np.nonzero(active)
             a, b = idx[joints, 0], idx[joints, 1]
-            fresh = P[rows, a, a] > 1.0 - 1e-12  # not already sliding along this limit
+            # not already sliding along this limit: its 2x2 block still the identity (a normal along b alone
+            # leaves P[a, a] at 1: subtracted twice it would mirror the step instead of sliding)
+            fresh = (P[rows, a, a] > 1.0 - 1e-12) & (P[rows, b, b] > 1.0 - 1e-12) & (np.abs(P[rows, a, b]) < 1e-12)
             rows, a, b, joints = rows[fresh], a[fresh], b[fresh], joints[fresh]
             nu = N[rows, joints] * np.stack([scale[a], scale[b]], axis=-1)
             nu /= np.maximum(np.linalg.norm(nu, axis=-1, keepdims=True), 1e-300)

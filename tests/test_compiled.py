@@ -116,8 +116,8 @@ def test_bones_and_free_roots_match_numpy():
 
 def test_bones_lm_takes_the_numpy_steps():
     """The same iterations as lm.run on bone trees: after 1, 3 and 10 iterations the same configuration (1e-9):
-    the held bounds, the swings sliding along their limit ellipse, the shorter steps and the stopping rules, with a
-    Distance hinge among the goals."""
+    the held bounds, the swings sliding along their limit ellipse, the shorter steps and the stopping rules (the
+    stall rule too), with a Distance hinge among the goals."""
     rng, trees = _bone_trees(2, 25)
     slid = 0
     for tree in trees:
@@ -125,11 +125,11 @@ def test_bones_lm_takes_the_numpy_steps():
         tip, mid = tree.link_names[-1], tree.link_names[len(tree.link_names) // 2]
         goals = [Pose(tip, tree.fk(qt)[tip]), Position(mid, tree.fk(qt)[mid][:3, 3]), Displacement(q0, weight=1e-4),
                  Distance(tip, 0.5, other_point=tree.fk(qt)[mid][:3, 3])]
-        for its in (1, 3, 10):
-            fast = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False)
+        for its, stall in ((1, None), (3, None), (10, None), (10, 3)):
+            fast = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False, stall=stall)
             compiled.set_enabled(False)
             try:
-                ref = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False)
+                ref = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False, stall=stall)
             finally:
                 compiled.set_enabled(True)
             assert np.abs(fast.q - ref.q).max() < 1e-9 and fast.message == ref.message
