@@ -221,6 +221,12 @@ def _tree_arrays(tree):
     return arrays
 
 
+def _with_origins(tree):
+    """The kernels' tree tuple: _tree_arrays with the tree's origins as they are now (a rig's may change)."""
+    s = _tree_arrays(tree)
+    return (s[0], np.ascontiguousarray(tree.origin, dtype=float)) + s[1:]
+
+
 class Kernel:
     """A problem encoded as arrays for the compiled functions: the tree (``tree_arrays``: links' parents, origins,
     joint kinds, axes, variables, limits; bounds, weights, ancestors) and the goals (``goal_arrays``: kind, link,
@@ -229,7 +235,6 @@ class Kernel:
     def __init__(self, problem):
         tree = problem.tree
         self.tree = tree
-        self.static = _tree_arrays(tree)
         from .objectives import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position
 
         G = len(problem.objectives)
@@ -282,8 +287,7 @@ class Kernel:
 
     def tree_arrays(self):
         """The tree's arguments of the kernels (one tuple): its arrays with the origins as they are now."""
-        s = self.static
-        return (s[0], np.ascontiguousarray(self.tree.origin, dtype=float)) + s[1:]
+        return _with_origins(self.tree)
 
     def goal_arrays(self):
         """The goals' arguments of the kernels (one tuple)."""
@@ -344,8 +348,7 @@ def project_one(tree, q):
     """Tree.project of one configuration, compiled; None when the compiled path does not cover the tree."""
     if not covers_tree(tree):
         return None
-    s = _tree_arrays(tree)
-    return project(np.ascontiguousarray(q, dtype=float), (s[0], np.ascontiguousarray(tree.origin)) + s[1:])
+    return project(np.ascontiguousarray(q, dtype=float), _with_origins(tree))
 
 
 def kernel(problem):
