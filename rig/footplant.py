@@ -50,6 +50,9 @@ class FootOptions:
     # character, whose copied feet stand tilted and above or below its floor); else (a clip placed on terrain)
     # they keep the clip's clearance over its floor and the foot its tilt.
     on_floor: bool = False
+    # The contact channels were keyed by a detector (the retargeting's, on its source), not edited by a user: a
+    # foot they never plant on a walk fails the job as a detected one would.
+    detected_contacts: bool = False
 
 
 def _channel(foot, point):
@@ -73,7 +76,8 @@ def _runs(mask):
 
 def detect_contacts(height, speed, h_on, v_on, min_frames):
     """(F, P) contacts from heights above the floor and speeds: on below h_on and v_on, off above 1.5x
-    either (hysteresis), runs shorter than ``min_frames`` dropped."""
+    either (hysteresis), runs shorter than ``min_frames`` dropped, gaps shorter than it filled where the point
+    stays below 1.5x h_on."""
     F, P = height.shape
     out = np.zeros((F, P), dtype=bool)
     v_on = np.broadcast_to(np.asarray(v_on, dtype=float), (P,))  # per point, or one for all
@@ -88,7 +92,85 @@ def detect_contacts(height, speed, h_on, v_on, min_frames):
         for a, b in _runs(out[:, p]):
             if b - a + 1 < min_frames:
                 out[a:b + 1, p] = False
+        runs = _runs(out[:, p])  # a point off for fewer frames than that, staying low, touched all along (noise)
+        for (_, b), (a, _) in zip(runs, runs[1:]):
+            if a - b - 1 < min_frames and (height[b + 1:a, p] < 1.5 * h_on).all():
+                out[b + 1:a, p] = True
     return out
+
+
+def detect_sole_contacts(pts, speed, pelvis, cols, leg, fps, in_place):
+    """((F, P) contacts, (F, feet) floor heights under the feet) of sole points ``pts`` (F, P, 3, world) with speeds (F, P): below 3 % of the hip height
+    ``leg`` over the floor where the point rests and slower than 15 % of it per second (a foot in stance), with
+    hysteresis and a minimum duration. ``pelvis`` (F, 3): where the body is; ``cols``: the points' columns per
+    foot.
+
+    The floor where a point rests is its own lowest height (mocap soles are not at one height), or on uneven
+    ground (a clip recorded on rocks or stairs) the lowest height of a run of frames where it is slow, when that
+    run carries the body: another foot swings meanwhile (the weight is on this one) and the pelvis stands over it
+    as over the lowest foot (not a raised foot held still, nor one resting on a higher step while the other foot
+    stands). Speeds scale with the clip's: a clip at another frame rate than its scene's, or a run, moves every
+    foot faster (the threshold is at least a fifth of the feet's swing speed, the 90th percentile, of the calmer
+    foot: a jittering foot does not make itself a stance); in place, the speed given is vertical and the threshold
+    at least 1.5x its slowest fifth (a stylized run whose feet never stop). The floor under a foot is the lowest
+    height of its soles where it stands, blended linearly between its stances."""
+    F, P = speed.shape
+    z, pelvis_z = pts[..., 2], pelvis[:, 2]
+    h_on, min_frames = 0.03 * leg, max(2, int(round(0.08 * fps)))
+    if in_place:
+        v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
+    else:
+        swing = min(float(np.median(np.percentile(speed[:, c], 90, axis=0))) for c in cols)
+        v_on = np.full(P, max(0.15 * leg, 0.2 * swing))
+    own = np.percentile(z, 2, axis=0)
+    ground = np.tile(own, (F, 1))  # per frame and point: the floor it is judged against
+    slow = speed < v_on
+    swinging = np.array([~slow[:, c].any(axis=1) for c in cols]).T  # (F, feet): no point of the foot is slow
+    reach = np.median(pelvis_z - z.min(axis=1))  # how high the pelvis stands over the lowest sole point
+    # The feet's stances: runs where a point of the foot is slow (the toe stays while the heel rises), joined
+    # over fewer than min_frames fast frames; the foot's floor in each is the low height of its lowest point,
+    # each point's floor that plus the point's own offset (a heel higher than the ball on a mocap skeleton).
+    stances = []  # (foot, first, stop: where the next stance begins, floor, on its own lowest floor)
+    for k, c in enumerate(cols):
+        merged = []
+        for a, b in _runs(slow[:, c].any(axis=1)):
+            if merged and a - merged[-1][1] - 1 < min_frames:
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        lowest = z[:, c].min(axis=1)
+        for n, (a, b) in enumerate(merged):
+            low = float(np.percentile(lowest[a:b + 1], 5))
+            stop = merged[n + 1][0] if n + 1 < len(merged) else F
+            stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
+    # Above its lowest floor, a stance holds the body when another foot swings meanwhile (the weight is on this
+    # one) with the pelvis over it as over the lowest foot, or when it is no higher than where another foot
+    # stands then (both feet on the top tread); not a raised foot held still.
+    standing = np.full((F, len(cols)), np.inf)  # the floor each foot stands on, where that is sure
+    floors = np.full((F, len(cols)), np.nan)  # the floor under each foot: where it stands, in between blended
+    for k, a, b, _, low, base in stances:
+        others = np.delete(swinging, k, axis=1)
+        carries = others.size > 0 and int(others[a:b + 1].any(axis=1).sum()) >= min_frames
+        if base or (carries and np.median(pelvis_z[a:b + 1] - low) > 0.7 * reach):
+            standing[a:b + 1, k] = low
+    for k, a, b, stop, low, base in stances:
+        c = cols[k]
+        if np.isfinite(standing[a, k]):
+            level = standing[a, k]
+        else:
+            beside = np.delete(standing[a:b + 1], k, axis=1).min(axis=1) if len(cols) > 1 else np.full(b - a + 1,
+                                                                                                         np.inf)
+            level = low if int((low <= beside + h_on).sum()) >= min_frames else np.inf
+        floor = own[c].min() if base else level
+        ground[a:stop, c] = floor + own[c] - own[c].min()
+        floors[a:b + 1, k] = floor
+    height = np.where(np.isfinite(ground), z - ground, np.inf)  # no floor: a foot held in the air
+    t = np.arange(F)
+    for k, c in enumerate(cols):  # between its stances a foot's floor goes from one to the next
+        known = np.isfinite(floors[:, k])
+        floors[:, k] = np.interp(t, t[known], floors[known, k]) if known.any() else own[c].min()
+        floors[:, k] = np.minimum(floors[:, k], z[:, c].min(axis=1))  # never over the foot (a step down at the end)
+    return detect_contacts(height, speed, h_on, v_on, min_frames), floors
 
 
 def _moving(values, window, fn):
@@ -157,6 +239,7 @@ class FootPlan:
     source_on_terrain: bool = False  # the source already stands on the terrain (a second run): its floor is it
     pelvis_rotation: np.ndarray = None  # (F, 3, 3) the source pelvis's rotation, armature space
     flat: np.ndarray = None  # (F, feet, 3, 3) with on_floor: the ankles' rest rotations (a level sole)
+    untouched: list = field(default_factory=list)  # feet (sides) never found touching while the body walks
 
 
 def _pelvis(obj, feet):
@@ -240,6 +323,7 @@ class Motion:
     contacts: np.ndarray  # (F, P) bool
     source: str  # "detected" or "the action's contact channels"
     treadmill: bool = False  # in place with feet sliding under the body while they stand
+    floors: np.ndarray = None  # (F, feet) the source ground's height under each foot (uneven ground: not one)
 
 
 def sample_motion(scene, obj, feet, frames, step=1):
@@ -274,13 +358,9 @@ def sample_motion(scene, obj, feet, frames, step=1):
         speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
     contacts = read_contacts(obj, sampler, frames)
     source = "the action's contact channels"
+    detected, floors = detect_sole_contacts(pts, speed, pelvis, sampler.cols, leg, fps, in_place)
     if contacts is None:
-        # Each point against its own lowest height (mocap soles are not at one height), below 3 % of the hip
-        # height and moving slower than 15 % of it per second (a foot in stance), in place also than its own
-        # slowest fifth of the frames allows (a stylized run whose feet never stop), with hysteresis.
-        own = pts[..., 2] - np.percentile(pts[..., 2], 2, axis=0)
-        v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0)) if in_place else 0.15 * leg
-        contacts = detect_contacts(own, speed, 0.03 * leg, v_on, max(2, int(round(0.08 * fps))))
+        contacts = detected
         source = "detected"
         for cols in sampler.cols:  # the sides of the ball touch when the ball does
             names = [sampler.specs[j][1] for j in cols]
@@ -295,7 +375,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
         slide = np.linalg.norm(np.gradient(pts[..., :2], axis=0), axis=-1) * fps
         treadmill = bool(np.median(slide[contacts]) > 0.2 * leg)
     return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, pelvis_rotation, fps, floor, leg, travel,
-                  in_place, contacts, source, treadmill)
+                  in_place, contacts, source, treadmill, floors)
 
 
 def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
@@ -541,8 +621,23 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         W = np.array(obj.matrix_world)[:3, :3]
         rest = np.array([W @ np.array(obj.data.bones[f.ankle].matrix_local)[:3, :3] for f in feet])
         flat = np.broadcast_to(rest / np.linalg.norm(rest, axis=1, keepdims=True), rotations.shape)
+    untouched = untouched_feet(m) if source == "detected" or options.detected_contacts else []
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat), sampler, pelvis_name
+                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched), sampler, \
+        pelvis_name
+
+
+def untouched_feet(motion):
+    """Sides of the feet that never touch while another lands twice (a whole stride: a walk does not go on one
+    foot) on a motion that walks (travels, or slides its feet on a treadmill): the detector missed them, so their
+    contacts can be neither planted nor judged. A clip too short for a stride says nothing."""
+    walks = not motion.in_place or motion.treadmill
+    touching = [motion.contacts[:, c].any(axis=1) for c in motion.sampler.cols]
+    strides = any(len(_runs(t)) >= 2 for t in touching)
+    if not walks or not strides:
+        return []
+    touching = [bool(t.any()) for t in touching]
+    return [foot.side for foot, t in zip(motion.sampler.feet, touching) if not t]
 
 
 def _pivot(points, weights):
@@ -1193,13 +1288,18 @@ def foot_placement(scene, obj, options, progress=None):
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
     worst = max(max(a["penetration_mm_max"], a["float_mm_max"]) for a in after.values()) / 1e3
     missed = not bake_report.ok
-    ok = worst <= options.max_error and not missed
+    ok = worst <= options.max_error and not missed and not plan_.untouched
     if worst <= options.max_error:
         verdict = f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
     else:
         verdict = f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)"
     if missed:
         verdict += f"; {bake_report.verdict()['text']}"
+    if plan_.untouched:
+        sides = " and ".join(plan_.untouched)
+        verdict += (f"; the {sides} foot never touches in the source though it walks (no contact detected): it is "
+                    f"neither planted nor judged; key its {CONTACT_PREFIX}_{plan_.untouched[0]}_* channels where it "
+                    "touches (all 0 if it never does)")
     heights = {}
     for k, foot in enumerate(feet):
         j = next(i for i, s in enumerate(sampler.specs) if s[0] == k and s[1] == "heel")

@@ -298,17 +298,16 @@ def retarget(scene, source, target, options=None, progress=None):
     scene.frame_set(first)
     Rs_rest, _ = S.rest_world()
     Rt_rest, t_rest_heads = T.rest_world()
-    s_feet = [S.index[hs.bone(f"{s} foot")] for s in SIDES]
     s_hands = [S.index[hs.bone(f"{s} hand")] for s in SIDES]
     s_pelvis = S.index[hs.bone("pelvis")]
     # The source over the frames (world): its mapped bones' rotations, pelvis, hands, lower ankle.
     F = len(frames)
     Rs = np.zeros((F, len(S.names), 3, 3))
-    source_heads, source_hands, feet_z = np.zeros((F, 3)), np.zeros((F, 2, 3)), np.zeros(F)
+    source_heads, source_hands = np.zeros((F, 3)), np.zeros((F, 2, 3))
     for i, f in enumerate(frames):
         scene.frame_set(f)
         Rs[i], Ps = S.world()
-        source_heads[i], source_hands[i], feet_z[i] = Ps[s_pelvis], Ps[s_hands], Ps[s_feet, 2].min()
+        source_heads[i], source_hands[i] = Ps[s_pelvis], Ps[s_hands]
         if progress:
             progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
     motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
@@ -354,7 +353,10 @@ def retarget(scene, source, target, options=None, progress=None):
     tail = lambda shin: (pose[shin] @ np.array([0.0, target.data.bones[shin].length, 0.0, 1.0]))[:, :3]  # noqa: E731
     ankles = np.stack([tail(detached[n]) if n in detached else pose[n][:, :3, 3] for n in t_feet], axis=1)
     pelvis_heads = pose[pname][:, :3, 3]  # armature space, the pelvis not moved yet
-    source_floor = float(np.percentile(feet_z, 1)) if F else 0.0
+    # The source's lower ankle over the ground under it: its floor, or on uneven ground (a clip on rocks or stairs)
+    # where that foot stands (blended between its stances).
+    over = (motion.ankles[..., 2] - motion.floors).min(axis=1)
+    over -= float(np.percentile(over, 1)) if F else 0.0
     # The pelvis travels as the source's from its first frame, scaled (or not, or not at all); its height puts
     # the target's lower ankle over its floor as high as the source's (scaled) is over the source's floor.
     travel = source_heads - source_heads[0]
@@ -365,7 +367,7 @@ def retarget(scene, source, target, options=None, progress=None):
     lowest = to_world(ankles)[..., 2].min(axis=1)
     pelvis_world = pelvis_now.copy()
     pelvis_world[:, :2] = t_rest_heads[T.index[pname]][:2] + scale * travel[:, :2]
-    pelvis_world[:, 2] += target_floor + scale * (feet_z - source_floor) - lowest
+    pelvis_world[:, 2] += target_floor + scale * over - lowest
     shift = (pelvis_world - pelvis_now) @ W_t_inv[:3, :3].T  # armature space: moves the pelvis and below
     locations = {}
     for name in [pname, *detached]:
@@ -460,7 +462,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     try:
         feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
                                                          time_limit=options.time_limit, held=held or {},
-                                                         on_floor=True),
+                                                         on_floor=True,
+                                                         detected_contacts=motion.source == "detected"),
                              progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)
     finally:
         if made is not None:

@@ -415,3 +415,107 @@ def test_the_legs_keep_their_ik_locks_and_limits():
     assert worst_off_axis < 1e-3  # a rotation about X alone
     assert min(angles) > np.radians(-60.0) - 1e-3 and max(angles) < 1e-3
     assert report.ok, report.text()
+
+
+def _stair_walk(fps, strides=4, rise=0.15, hold=False):
+    """A biped (hip height 1) climbing stairs, sampled at ``fps``: (pts (F, 4, 3) heel and toe of the left, then
+    the right foot; pelvis (F, 3); stance (F, 2) bool, the frames each foot stands; heel_up (F, 2) bool, its
+    heel raised by more than 5 % of the hip height; held (F,) bool, the frames the right foot is held raised
+    while the left stands (with ``hold``)). A second per step, 60 % of it standing; the heel rises 0.1 over the
+    last fifth of a stance while the toe stays."""
+    n = int(round(fps))
+    step, stand = 0.35, int(round(0.6 * n))
+    frames = []
+    for t in range((strides * 2 + 1) * n // 2):
+        row, st = [], []
+        for k in range(2):  # the left lands on treads 0, 2, ...; the right, half a step later, on 1, 3, ...
+            phase = t - k * n / 2
+            m = max(int(np.floor(phase / n)) * 2 + k, k)
+            u = phase - np.floor(phase / n) * n if phase >= 0 else stand - 1
+            x, z = m * step, m * rise
+            lift = 0.0
+            if u < stand:
+                st.append(True)
+                lift = 0.1 * max(0.0, (u - 0.8 * stand) / (0.2 * stand))
+            else:
+                st.append(False)
+                s = (u - stand) / (n - stand)
+                x, z = x + 2 * step * s, z + 2 * rise * s + 0.2 * np.sin(np.pi * s)
+            row += [(x, 0.1 * (1 - 2 * k), z + lift), (x + 0.2, 0.1 * (1 - 2 * k), z)]
+        frames.append((row, st))
+    pts = np.array([r for r, _ in frames])
+    stance = np.array([s for _, s in frames])
+    held = np.zeros(len(pts), dtype=bool)
+    if hold:  # then both stand on the left's last tread; the right foot rises 0.3, stays a second, comes down
+        last = pts[-1].copy()
+        last[:, 2] = last[1, 2]  # standing flat
+        last[2:, :2] = last[:2, :2] - [0.0, 0.2]
+        up = np.concatenate([np.zeros(n), np.linspace(0, 0.3, n // 4), np.full(n, 0.3), np.linspace(0.3, 0, n // 4),
+                             np.zeros(n)])
+        extra = np.repeat(last[None], len(up), axis=0)
+        extra[:, 2:, 2] += up[:, None]
+        pts = np.concatenate([pts, extra])
+        stance = np.concatenate([stance, np.column_stack([np.ones(len(up), bool), up == 0])])
+        held = np.concatenate([held, up > 0.29])
+    pelvis = np.column_stack([pts[..., :2].mean(axis=1),  # between the feet, over their middle
+                              pts[..., 2].reshape(len(pts), 2, 2).min(axis=2).mean(axis=1) + 0.95])
+    heel_up = pts[:, [0, 2], 2] - pts[:, [1, 3], 2] > 0.05
+    return pts, pelvis, stance, heel_up, held
+
+
+@pytest.mark.parametrize("fps", [24, 120])
+def test_contacts_are_found_on_every_tread_of_stairs_whatever_the_frame_rate(fps):
+    """Uneven source ground (a clip recorded on stairs or rocks): each stance is judged against the floor the
+    foot rests on there, not the clip's lowest; the same at 24 and 120 frames a second (a BVH imported without
+    its frame rate moves five times slower); a raised heel or a foot held in the air is not a contact. The floor
+    under each foot is the tread it stands on."""
+    from fullbody_ik.rig.footplant import _runs, detect_sole_contacts
+
+    pts, pelvis, stance, heel_up, held = _stair_walk(fps, hold=True)
+    speed = np.linalg.norm(np.gradient(pts, axis=0), axis=-1) * fps
+    contacts, floors = detect_sole_contacts(pts, speed, pelvis, [[0, 1], [2, 3]], 1.0, fps, in_place=False)
+    for k in range(2):
+        standing = contacts[:, 2 * k + 1]  # the floor under a standing foot is the tread it stands on
+        assert np.abs(floors[standing, k] - pts[standing, 2 * k + 1, 2]).max() < 0.01
+        toe, heel = contacts[:, 2 * k + 1], contacts[:, 2 * k]
+        assert not (toe & ~stance[:, k]).any() and not (heel & ~stance[:, k]).any()
+        runs = [(a, b) for a, b in _runs(stance[:, k]) if b - a > fps // 4]
+        assert len(runs) >= 4
+        for a, b in runs:  # every stance (on every tread) is found, near its whole length
+            assert toe[a:b + 1].mean() > 0.8, (k, a, b, toe[a:b + 1].astype(int))
+        assert heel_up[:, k].sum() >= 4 and not (heel & heel_up[:, k]).any()  # the heel off, the toe down
+    assert held.sum() > fps // 2 and not contacts[held, 2:].any()
+
+
+@pytest.mark.parametrize("job", ["foot placement", "retarget"])
+def test_a_foot_the_detector_misses_on_a_walk_fails_the_job(job, monkeypatch):
+    """The detector made to miss the right foot of the CMU walk (its contacts cleared, as a clip whose foot it
+    cannot read would): the foot placement, and the retargeting whose contacts are keyed by it, do not say OK,
+    and say which foot and what to do. A stretch too short for a stride says nothing."""
+    import fullbody_ik.rig.footplant as footplant
+    from fullbody_ik.rig.retarget import RetargetOptions, retarget
+
+    detect = footplant.detect_sole_contacts
+
+    def blind(pts, speed, pelvis, cols, *args):
+        contacts, floors = detect(pts, speed, pelvis, cols, *args)
+        contacts[:, cols[1]] = False  # the feet are found left, then right
+        return contacts, floors
+
+    monkeypatch.setattr(footplant, "detect_sole_contacts", blind)
+    frames = (2, 170)  # the left foot stands twice: a whole stride
+    obj, terrain = walk_on(lambda x, y: 0.0 * x)
+    if job == "retarget":
+        target = scenes.metarig(bpy)
+        bpy.context.view_layer.update()
+        report = retarget(bpy.context.scene, obj, target, RetargetOptions(*frames)).feet
+        stored = json.loads(target.animation_data.action[FEET_REPORT_PROPERTY])
+        short = retarget(bpy.context.scene, obj, target, RetargetOptions(FRAMES[0], FRAMES[0] + 30)).feet
+    else:
+        report = foot_placement(bpy.context.scene, obj, FootOptions(*frames, [terrain.name]))
+        stored = json.loads(obj.animation_data.action[FEET_REPORT_PROPERTY])
+        short = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[0] + 30, [terrain.name]))
+    assert not report.ok and "right foot never touches" in report.verdict, report.text()
+    assert report.after["right"]["contact_frames"] == 0 and report.after["left"]["contact_frames"] > 20
+    assert stored["ok"] is False and "right foot never touches" in stored["verdict"]  # the panel shows it
+    assert "never touches" not in short.verdict, short.text()  # the left stands once: no stride yet

@@ -143,6 +143,30 @@ def test_a_cmu_walk_onto_other_characters_keeps_its_limbs_and_plants_its_feet(ki
     assert np.linalg.norm((t1 - t0)[:2] - report.scale * (s1 - s0)[:2]) < 0.05 * report.scale
 
 
+def test_a_walk_on_uneven_ground_plants_both_feet_on_the_characters_floor():
+    """CMU 03_01, the whole clip: a walk over rocks (stances up to a third of the hip height apart) onto
+    Quaternius. Both feet's contacts are found on every rock; the rotation copy's pelvis follows the ground
+    under the feet (not the clip's lowest point), so its feet already stand near the flat floor; every toe tip
+    that touches in the source touches the floor."""
+    scenes.fresh(bpy)
+    source, first, last = scenes.import_cmu(bpy, "03_01")
+    target = _target("quaternius")
+    bpy.context.view_layer.update()
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    hip = map_humanoid(target).hip_height(target)
+    F = last - first + 1
+    for side, a in report.feet.after.items():
+        b = report.feet.before[side]
+        assert a["contact_frames"] > 0.35 * F, (side, a["contact_frames"], F)  # a walk stands half its time
+        assert b["float_mm_mean"] < 0.1 * hip * 1e3, (side, b, hip)  # was 0.17-0.23 hip heights off the floor
+        assert a["float_mm_max"] < 5 * report.scale and a["skate_mm_per_frame"] < 0.5 * b["skate_mm_per_frame"], a
+    heights, names = _contact_heights(source, target, first, last)
+    toe = np.concatenate([h for h, n in zip(heights, names) if n == "toe"])
+    assert len(toe) > 0.7 * F and np.percentile(np.abs(toe), 99) < 2e-3 * report.scale, \
+        np.percentile(np.abs(toe), [50, 99, 100])
+
+
 def test_retarget_through_the_command_line(tmp_path):
     """`python -m fullbody_ik retarget SOURCE.bvh TARGET.blend --output OUT.blend`, a real process: the saved
     file holds the character with its new action assigned, not the source; bad input exits 2 or 1, writing
