@@ -50,9 +50,9 @@ class FootOptions:
     # character, whose copied feet stand tilted and above or below its floor); else (a clip placed on terrain)
     # they keep the clip's clearance over its floor and the foot its tilt.
     on_floor: bool = False
-    # The contact channels were keyed by a detector (the retargeting's, on its source), not edited by a user: a
-    # foot they never plant on a walk fails the job as a detected one would.
-    detected_contacts: bool = False
+    # Sides of the feet whose contact channels were keyed by a detector (the retargeting's, on its source), not
+    # edited by a user: a foot it missed fails the job as one detected here would.
+    detected_contacts: tuple = ()
 
 
 def _channel(foot, point):
@@ -74,10 +74,11 @@ def _runs(mask):
     return out
 
 
-def detect_contacts(height, speed, h_on, v_on, min_frames):
+def detect_contacts(height, speed, h_on, v_on, min_frames, pts=None):
     """(F, P) contacts from heights above the floor and speeds: on below h_on and v_on, off above 1.5x
-    either (hysteresis), runs shorter than ``min_frames`` dropped, gaps shorter than it filled where the point
-    stays below 1.5x h_on."""
+    either (hysteresis), runs shorter than ``min_frames`` dropped; with the points ``pts`` (F, P, 3), gaps
+    shorter than that filled where the point stays below 1.5x h_on and comes back to within h_on of where it
+    left (mocap noise, not a step or a slide)."""
     F, P = height.shape
     out = np.zeros((F, P), dtype=bool)
     v_on = np.broadcast_to(np.asarray(v_on, dtype=float), (P,))  # per point, or one for all
@@ -92,41 +93,44 @@ def detect_contacts(height, speed, h_on, v_on, min_frames):
         for a, b in _runs(out[:, p]):
             if b - a + 1 < min_frames:
                 out[a:b + 1, p] = False
-        runs = _runs(out[:, p])  # a point off for fewer frames than that, staying low, touched all along (noise)
+        if pts is None:
+            continue
+        runs = _runs(out[:, p])
         for (_, b), (a, _) in zip(runs, runs[1:]):
-            if a - b - 1 < min_frames and (height[b + 1:a, p] < 1.5 * h_on).all():
+            if a - b - 1 < min_frames and (height[b + 1:a, p] < 1.5 * h_on).all() and \
+                    np.linalg.norm(pts[a, p] - pts[b, p]) < h_on:
                 out[b + 1:a, p] = True
     return out
 
 
-def detect_sole_contacts(pts, speed, pelvis, cols, leg, fps, in_place):
-    """((F, P) contacts, (F, feet) floor heights under the feet) of sole points ``pts`` (F, P, 3, world) with speeds (F, P): below 3 % of the hip height
+def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
+    """((F, P) contacts, (F, feet) floor heights under the feet, (feet,) whether each foot stood still while
+    another swung) of sole points ``pts`` (F, P, 3, world) with speeds (F, P): below 3 % of the hip height
     ``leg`` over the floor where the point rests and slower than 15 % of it per second (a foot in stance), with
-    hysteresis and a minimum duration. ``pelvis`` (F, 3): where the body is; ``cols``: the points' columns per
-    foot.
+    hysteresis and a minimum duration. ``cols``: the points' columns per foot.
 
     The floor where a point rests is its own lowest height (mocap soles are not at one height), or on uneven
-    ground (a clip recorded on rocks or stairs) the lowest height of a run of frames where it is slow, when that
-    run carries the body: another foot swings meanwhile (the weight is on this one) and the pelvis stands over it
-    as over the lowest foot (not a raised foot held still, nor one resting on a higher step while the other foot
-    stands). Speeds scale with the clip's: a clip at another frame rate than its scene's, or a run, moves every
-    foot faster (the threshold is at least a fifth of the feet's swing speed, the 90th percentile, of the calmer
-    foot: a jittering foot does not make itself a stance); in place, the speed given is vertical and the threshold
-    at least 1.5x its slowest fifth (a stylized run whose feet never stop). The floor under a foot is the lowest
-    height of its soles where it stands, blended linearly between its stances."""
+    ground (a clip recorded on rocks or stairs) the low height (5th percentile) of the foot's lowest point over
+    a stance (a run of frames where a point of the foot is slow) that carries the body: another foot swings
+    meanwhile (the weight is on this one: a step up onto a rock or a box), or it is no higher than where
+    another foot stands (both feet on the top tread); not a raised foot held still while the other stands.
+    The speed threshold grows with the feet's swing speed (a fifth of the calmer foot's 90th percentile, up to
+    30 % of the hip height per second): a clip at its own 120 Hz, where mocap jitter moves a standing foot,
+    reads like one slowed to a 24 fps scene; a jittering foot does not raise it. In place, the speed given is
+    vertical and the threshold at least 1.5x its slowest fifth (a stylized run whose feet never stop). The
+    floor under a foot is where it stands, blended linearly between its stances, never above the foot."""
     F, P = speed.shape
-    z, pelvis_z = pts[..., 2], pelvis[:, 2]
+    z = pts[..., 2]
     h_on, min_frames = 0.03 * leg, max(2, int(round(0.08 * fps)))
     if in_place:
         v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
     else:
         swing = min(float(np.median(np.percentile(speed[:, c], 90, axis=0))) for c in cols)
-        v_on = np.full(P, max(0.15 * leg, 0.2 * swing))
+        v_on = np.full(P, max(0.15 * leg, min(0.2 * swing, 0.3 * leg)))
     own = np.percentile(z, 2, axis=0)
     ground = np.tile(own, (F, 1))  # per frame and point: the floor it is judged against
     slow = speed < v_on
     swinging = np.array([~slow[:, c].any(axis=1) for c in cols]).T  # (F, feet): no point of the foot is slow
-    reach = np.median(pelvis_z - z.min(axis=1))  # how high the pelvis stands over the lowest sole point
     # The feet's stances: runs where a point of the foot is slow (the toe stays while the heel rises), joined
     # over fewer than min_frames fast frames; the foot's floor in each is the low height of its lowest point,
     # each point's floor that plus the point's own offset (a heel higher than the ball on a mocap skeleton).
@@ -144,14 +148,16 @@ def detect_sole_contacts(pts, speed, pelvis, cols, leg, fps, in_place):
             stop = merged[n + 1][0] if n + 1 < len(merged) else F
             stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
     # Above its lowest floor, a stance holds the body when another foot swings meanwhile (the weight is on this
-    # one) with the pelvis over it as over the lowest foot, or when it is no higher than where another foot
-    # stands then (both feet on the top tread); not a raised foot held still.
+    # one), or when it is no higher than where another foot stands then (both feet on the top tread); not a
+    # raised foot held still.
     standing = np.full((F, len(cols)), np.inf)  # the floor each foot stands on, where that is sure
     floors = np.full((F, len(cols)), np.nan)  # the floor under each foot: where it stands, in between blended
+    stood = np.zeros(len(cols), dtype=bool)
     for k, a, b, _, low, base in stances:
         others = np.delete(swinging, k, axis=1)
         carries = others.size > 0 and int(others[a:b + 1].any(axis=1).sum()) >= min_frames
-        if base or (carries and np.median(pelvis_z[a:b + 1] - low) > 0.7 * reach):
+        stood[k] |= carries and b - a + 1 >= min_frames
+        if base or carries:
             standing[a:b + 1, k] = low
     for k, a, b, stop, low, base in stances:
         c = cols[k]
@@ -170,7 +176,7 @@ def detect_sole_contacts(pts, speed, pelvis, cols, leg, fps, in_place):
         known = np.isfinite(floors[:, k])
         floors[:, k] = np.interp(t, t[known], floors[known, k]) if known.any() else own[c].min()
         floors[:, k] = np.minimum(floors[:, k], z[:, c].min(axis=1))  # never over the foot (a step down at the end)
-    return detect_contacts(height, speed, h_on, v_on, min_frames), floors
+    return detect_contacts(height, speed, h_on, v_on, min_frames, pts), floors, stood
 
 
 def _moving(values, window, fn):
@@ -239,7 +245,7 @@ class FootPlan:
     source_on_terrain: bool = False  # the source already stands on the terrain (a second run): its floor is it
     pelvis_rotation: np.ndarray = None  # (F, 3, 3) the source pelvis's rotation, armature space
     flat: np.ndarray = None  # (F, feet, 3, 3) with on_floor: the ankles' rest rotations (a level sole)
-    untouched: list = field(default_factory=list)  # feet (sides) never found touching while the body walks
+    untouched: list = field(default_factory=list)  # feet (sides) that carried the body with no contact detected
 
 
 def _pelvis(obj, feet):
@@ -259,7 +265,8 @@ def _pelvis(obj, feet):
 
 
 def read_contacts(obj, sampler, frames):
-    """(F, P) contacts from the armature's contact channels (keyed custom properties), or None."""
+    """((F, P) contacts from the armature's contact channels (keyed custom properties), (P,) which points have
+    a channel), or None when none has."""
     ad = obj.animation_data
     if ad is None or ad.action is None:
         return None
@@ -269,19 +276,20 @@ def read_contacts(obj, sampler, frames):
     if bag is None:
         return None
     out = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
-    found = False
+    keyed = np.zeros(len(sampler.specs), dtype=bool)
     for j, (k, name, _, _) in enumerate(sampler.specs):
         fc = bag.fcurves.find(f'["{_channel(sampler.feet[k], name)}"]')
         if fc is None:
             continue
-        found = True
+        keyed[j] = True
         out[:, j] = [fc.evaluate(f) > 0.5 for f in frames]
-    return out if found else None
+    return (out, keyed) if keyed.any() else None
 
 
-def write_contacts(obj, action, slot, sampler, frames, contacts):
+def write_contacts(obj, action, slot, sampler, frames, contacts, skip=()):
     """Key the contacts (one channel per foot and sole point, constant interpolation) into ``action``: seen and
-    edited in the Dope Sheet and Graph Editor; a later run uses the edited ones."""
+    edited in the Dope Sheet and Graph Editor; a later run uses the edited ones. Feet whose side is in ``skip``
+    (the detector missed them) get no channel, so a later run detects them again rather than read "never"."""
     from bpy_extras import anim_utils
 
     bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
@@ -289,6 +297,12 @@ def write_contacts(obj, action, slot, sampler, frames, contacts):
     for j, (k, name, _, _) in enumerate(sampler.specs):
         prop = _channel(sampler.feet[k], name)
         if prop in done:
+            continue
+        if sampler.feet[k].side in skip:
+            fc = bag.fcurves.find(f'["{prop}"]')
+            if fc is not None:
+                bag.fcurves.remove(fc)
+            done.add(prop)
             continue
         done.add(prop)
         obj[prop] = 0.0
@@ -321,9 +335,11 @@ class Motion:
     travel: float
     in_place: bool
     contacts: np.ndarray  # (F, P) bool
-    source: str  # "detected" or "the action's contact channels"
+    source: str  # "detected", "the action's contact channels", or channels for some feet
     treadmill: bool = False  # in place with feet sliding under the body while they stand
     floors: np.ndarray = None  # (F, feet) the source ground's height under each foot (uneven ground: not one)
+    stood: np.ndarray = None  # (feet,) a foot stood still while another swung (it carried the body)
+    detected_feet: list = field(default_factory=list)  # feet whose contacts were detected (no channel keyed)
 
 
 def sample_motion(scene, obj, feet, frames, step=1):
@@ -356,18 +372,28 @@ def sample_motion(scene, obj, feet, frames, step=1):
         # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
         # vertical speed tells it touches.
         speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
-    contacts = read_contacts(obj, sampler, frames)
-    source = "the action's contact channels"
-    detected, floors = detect_sole_contacts(pts, speed, pelvis, sampler.cols, leg, fps, in_place)
-    if contacts is None:
-        contacts = detected
+    detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place)
+    for cols in sampler.cols:  # the sides of the ball touch when the ball does
+        names = [sampler.specs[j][1] for j in cols]
+        ball = cols[names.index("ball")]
+        for j in cols:
+            if sampler.specs[j][1] in ("ball_in", "ball_out"):
+                detected[:, j] = detected[:, ball]
+    # The contact channels where a foot has them (a user's edits, or a previous run's), else detected.
+    channels = read_contacts(obj, sampler, frames)
+    contacts, detected_feet = detected, list(range(len(feet)))
+    if channels is not None:
+        keyed_feet = [k for k, cols in enumerate(sampler.cols) if channels[1][cols].any()]
+        for k in keyed_feet:
+            contacts[:, sampler.cols[k]] = channels[0][:, sampler.cols[k]]
+        detected_feet = [k for k in detected_feet if k not in keyed_feet]
+    if not detected_feet:
+        source = "the action's contact channels"
+    elif len(detected_feet) == len(feet):
         source = "detected"
-        for cols in sampler.cols:  # the sides of the ball touch when the ball does
-            names = [sampler.specs[j][1] for j in cols]
-            ball = cols[names.index("ball")]
-            for j in cols:
-                if sampler.specs[j][1] in ("ball_in", "ball_out"):
-                    contacts[:, j] = contacts[:, ball]
+    else:
+        source = (f"the action's contact channels (the {' and '.join(feet[k].side for k in detected_feet)} "
+                  f"foot's detected: no channel)")
     # A treadmill: in place, and the feet slide under the body while they stand (a standing jump or an idle,
     # in place too, keeps its feet still: those are pinned as any).
     treadmill = False
@@ -375,7 +401,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
         slide = np.linalg.norm(np.gradient(pts[..., :2], axis=0), axis=-1) * fps
         treadmill = bool(np.median(slide[contacts]) > 0.2 * leg)
     return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, pelvis_rotation, fps, floor, leg, travel,
-                  in_place, contacts, source, treadmill, floors)
+                  in_place, contacts, source, treadmill, floors, stood, detected_feet)
 
 
 def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
@@ -621,23 +647,20 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         W = np.array(obj.matrix_world)[:3, :3]
         rest = np.array([W @ np.array(obj.data.bones[f.ankle].matrix_local)[:3, :3] for f in feet])
         flat = np.broadcast_to(rest / np.linalg.norm(rest, axis=1, keepdims=True), rotations.shape)
-    untouched = untouched_feet(m) if source == "detected" or options.detected_contacts else []
+    untouched = untouched_feet(m, [k for k, f in enumerate(feet) if k in m.detected_feet or
+                                   f.side in options.detected_contacts])
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
                     off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched), sampler, \
         pelvis_name
 
 
-def untouched_feet(motion):
-    """Sides of the feet that never touch while another lands twice (a whole stride: a walk does not go on one
-    foot) on a motion that walks (travels, or slides its feet on a treadmill): the detector missed them, so their
-    contacts can be neither planted nor judged. A clip too short for a stride says nothing."""
-    walks = not motion.in_place or motion.treadmill
-    touching = [motion.contacts[:, c].any(axis=1) for c in motion.sampler.cols]
-    strides = any(len(_runs(t)) >= 2 for t in touching)
-    if not walks or not strides:
-        return []
-    touching = [bool(t.any()) for t in touching]
-    return [foot.side for foot, t in zip(motion.sampler.feet, touching) if not t]
+def untouched_feet(motion, feet=None):
+    """Sides of the feet (of ``feet``, indices; default: those whose contacts were detected) that stood still
+    while another foot swung, so carried the body, yet have no contact: the detector missed them, so their
+    contacts can be neither planted nor judged. A foot that never stands (a hop on the other leg) is not one."""
+    feet = motion.detected_feet if feet is None else feet
+    return [motion.sampler.feet[k].side for k in feet
+            if motion.stood[k] and not motion.contacts[:, motion.sampler.cols[k]].any()]
 
 
 def _pivot(points, weights):
@@ -1267,7 +1290,7 @@ def foot_placement(scene, obj, options, progress=None):
     baker = Baker(scene, obj, bake_options, goals=goals)
     bake_report = baker.run(progress=progress)
     action = obj.animation_data.action
-    write_contacts(obj, action, obj.animation_data.action_slot, sampler, frames, plan_.contacts)
+    write_contacts(obj, action, obj.animation_data.action_slot, sampler, frames, plan_.contacts, plan_.untouched)
     result = np.zeros_like(plan_.points)
     result_rot = np.zeros_like(plan_.rotations)
     both = np.flatnonzero(plan_.contacts.any(axis=1))
@@ -1297,9 +1320,11 @@ def foot_placement(scene, obj, options, progress=None):
         verdict += f"; {bake_report.verdict()['text']}"
     if plan_.untouched:
         sides = " and ".join(plan_.untouched)
-        verdict += (f"; the {sides} foot never touches in the source though it walks (no contact detected): it is "
-                    f"neither planted nor judged; key its {CONTACT_PREFIX}_{plan_.untouched[0]}_* channels where it "
-                    "touches (all 0 if it never does)")
+        where = "the source's" if options.detected_contacts else "its"
+        channels = ", ".join(f"{CONTACT_PREFIX}_{side}_*" for side in plan_.untouched)
+        verdict += (f"; the {sides} foot stands while another swings but no contact of it was detected: it is "
+                    f"neither planted nor judged; key {where} {channels} channels where it touches (all 0 if it "
+                    "never does)")
     heights = {}
     for k, foot in enumerate(feet):
         j = next(i for i, s in enumerate(sampler.specs) if s[0] == k and s[1] == "heel")

@@ -437,7 +437,7 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     the rotation copy is replaced by the planted action, which takes its name."""
     import bpy
 
-    from .footplant import FootOptions, SoleSampler, foot_placement, write_contacts
+    from .footplant import FootOptions, SoleSampler, foot_placement, untouched_feet, write_contacts
 
     src_feet, tgt_feet = motion.sampler.feet, humanoid_feet(target, ht)
     sampler = SoleSampler(target, tgt_feet)
@@ -445,7 +445,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     contacts = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
     for j, (k, name, _, _) in enumerate(sampler.specs):
         contacts[:, j] = motion.contacts[:, where[(tgt_feet[k].side, name)]]
-    write_contacts(target, action, slot, sampler, frames, contacts)
+    missed = untouched_feet(motion)  # no channel: the target's run detects them again, and fails if it misses too
+    write_contacts(target, action, slot, sampler, frames, contacts, missed)
     made = None
     names = list(options.terrain)
     if not names:  # the target's floor: its soles' rest height, under the whole travel
@@ -463,7 +464,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
         feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
                                                          time_limit=options.time_limit, held=held or {},
                                                          on_floor=True,
-                                                         detected_contacts=motion.source == "detected"),
+                                                         detected_contacts=tuple(
+                                                             src_feet[k].side for k in motion.detected_feet)),
                              progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)
     finally:
         if made is not None:
