@@ -112,7 +112,8 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     The floor where a point rests is its own lowest height (mocap soles are not at one height), or on uneven
     ground (a clip recorded on rocks or stairs) the low height (5th percentile) of the foot's lowest point over
     a stance (a run of frames where a point of the foot is slow) that carries the body: another foot swings
-    meanwhile (the weight is on this one: a step up onto a rock or a box), or it is no higher than where
+    meanwhile (the weight is on this one: a step up onto a rock or a box) and it lasts at least half as long
+    as the clip's stances do (not the feet slowing together at a jump's top), or it is no higher than where
     another foot stands (both feet on the top tread); not a raised foot held still while the other stands.
     The speed threshold grows with the feet's swing speed (a fifth of the calmer foot's 90th percentile, up to
     30 % of the hip height per second): a clip at its own 120 Hz, where mocap jitter moves a standing foot,
@@ -153,11 +154,15 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     standing = np.full((F, len(cols)), np.inf)  # the floor each foot stands on, where that is sure
     floors = np.full((F, len(cols)), np.nan)  # the floor under each foot: where it stands, in between blended
     stood = np.zeros(len(cols), dtype=bool)
+    lengths = [b - a + 1 for _, a, b, _, _, base in stances if base and b - a + 1 >= min_frames] or \
+        [b - a + 1 for _, a, b, _, _, _ in stances if b - a + 1 >= min_frames]
+    typical = float(np.median(lengths)) if lengths else 0.0  # a stance's length in this clip (on the floor)
     for k, a, b, _, low, base in stances:
         others = np.delete(swinging, k, axis=1)
         carries = others.size > 0 and int(others[a:b + 1].any(axis=1).sum()) >= min_frames
         stood[k] |= carries and b - a + 1 >= min_frames
-        if base or carries:
+        # Not the feet slowing together at a jump's top: that is shorter than a stance.
+        if base or (carries and b - a + 1 >= 0.5 * typical):
             standing[a:b + 1, k] = low
     for k, a, b, stop, low, base in stances:
         c = cols[k]
@@ -166,7 +171,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
         else:
             beside = np.delete(standing[a:b + 1], k, axis=1).min(axis=1) if len(cols) > 1 else np.full(b - a + 1,
                                                                                                          np.inf)
-            level = low if int((low <= beside + h_on).sum()) >= min_frames else np.inf
+            level = low if int((np.isfinite(beside) & (low <= beside + h_on)).sum()) >= min_frames else np.inf
         floor = own[c].min() if base else level
         ground[a:stop, c] = floor + own[c] - own[c].min()
         floors[a:b + 1, k] = floor

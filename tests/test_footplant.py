@@ -526,6 +526,25 @@ def test_a_foot_that_never_stands_is_not_missed():
     assert stood.tolist() == [True, False]
 
 
+def test_the_feet_at_the_top_of_a_jump_are_not_standing():
+    """Jumps up (CMU 02_04 has one), 5 % of the hip height forward: both feet slow down together at the top,
+    0.45 hip heights up; a second stands before and between: the feet touch only on the floor."""
+    from fullbody_ik.rig.footplant import detect_sole_contacts
+
+    rate, frames, x = 24, [], 0.0
+    for jump in range(3):
+        for t in range(84):  # 24 frames standing, 60 in the air (the top slow: a sine's; a slowed clip)
+            s = max(t - 24, 0) / 60
+            z = 0.45 * np.sin(np.pi * s)
+            x = 0.05 * (jump + s)
+            frames.append([(x, 0.1, z), (x + 0.2, 0.1, z), (x, -0.1, z), (x + 0.2, -0.1, z)])
+    pts = np.array(frames)
+    speed = np.linalg.norm(np.gradient(pts, axis=0), axis=-1) * rate
+    contacts = detect_sole_contacts(pts, speed, [[0, 1], [2, 3]], 1.0, rate, in_place=False)[0]
+    airborne = pts[:, 0, 2] > 0.05
+    assert not contacts[airborne].any() and contacts[~airborne].mean() > 0.8
+
+
 @pytest.mark.parametrize("job", ["foot placement", "retarget"])
 def test_a_foot_the_detector_misses_on_a_walk_fails_the_job(job, monkeypatch):
     """The detector made to miss the right foot of the CMU walk (its contacts cleared, as a clip whose foot it
