@@ -417,7 +417,13 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     fps, floor, leg, travel, in_place, contacts, source = m.fps, m.floor, m.leg, m.travel, m.in_place, m.contacts, \
         m.source
     F, P = len(frames), len(sampler.specs)
-    clearance = pts[..., 2] - floor
+    # Over the floor under each foot (a clip on rocks or stairs: where that foot stands, blended between its
+    # stances; on a flat floor, the floor): how high a point is over the ground it walks on.
+    own = np.array([np.percentile(pts[:, c, 2], 2, axis=0).min() for c in sampler.cols])
+    rise = np.zeros((F, P))
+    for k, c in enumerate(sampler.cols):
+        rise[:, c] = np.maximum(m.floors[:, k] - own[k], 0.0)[:, None]
+    clearance = pts[..., 2] - floor - rise
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
     height = np.full((F, P), np.nan)
@@ -440,7 +446,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     seen = contacts & np.isfinite(over)
     on_terrain = False
     if seen.any():
-        o, c, h = over[seen], clearance[seen], height[seen]
+        o, c, h = over[seen], (pts[..., 2] - floor)[seen], height[seen]  # over the clip's floor, not its ground
         nearer = np.median(np.abs(o)) < 0.5 * np.median(np.abs(c))
         follows = np.std(h) > 0.01 * leg and np.std(o) < 0.5 * np.std(c)
         on_terrain = bool(nearer or follows)
