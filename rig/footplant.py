@@ -449,7 +449,10 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         o, c, h = over[seen], (pts[..., 2] - floor)[seen], height[seen]  # over the clip's floor, not its ground
         nearer = np.median(np.abs(o)) < 0.5 * np.median(np.abs(c))
         follows = np.std(h) > 0.01 * leg and np.std(o) < 0.5 * np.std(c)
-        on_terrain = bool(nearer or follows)
+        # and it stands on it: its contacts as near it as to the ground under them (a clip on rocks over stairs
+        # may follow them by chance, some 10 cm off)
+        stands = np.median(np.abs(o)) < np.median(np.abs(clearance[seen])) + 0.01 * leg
+        on_terrain = bool((nearer or follows) and stands)
         if on_terrain:
             clearance = np.where(np.isfinite(over), over, clearance)
             raw = np.zeros_like(raw)

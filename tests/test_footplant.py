@@ -587,3 +587,27 @@ def test_a_foot_the_detector_misses_on_a_walk_fails_the_job(job, monkeypatch):
     assert stored["ok"] is False and message in stored["verdict"]  # the panel shows it
     assert channels and not any("right" in k for k in channels), channels
     assert "no contact of it" not in short.verdict, short.text()  # the right foot swings all along there
+
+
+def test_a_clip_recorded_on_rocks_placed_on_stairs_stands_on_the_treads():
+    """CMU 03_01 (a walk over rocks, stances a third of the hip height apart) on the benchmark's 15 cm stairs:
+    its contacts are held over the ground under each foot, not over the clip's lowest point (they stood at the
+    rocks' height over the treads, the soles turned 44 degrees off them); the source is not taken for one
+    already on the stairs."""
+    from fullbody_ik.benchmarks.footplant import make_terrain
+
+    scenes.fresh(bpy)
+    obj, first, _ = scenes.import_cmu(bpy, "03_01")
+    obj.fullbody_ik.settings.time_limit = 0.01
+    frames = (first, first + 239)
+    path = []
+    for f in (frames[0], first + 120, frames[1]):  # laid out as the benchmark does
+        bpy.context.scene.frame_set(f)
+        path.append(np.array(obj.matrix_world @ obj.pose.bones[0].head))
+    direction = path[2][:2] - path[0][:2]
+    terrain = make_terrain(bpy, "stairs", path[1][:2], direction, float(np.linalg.norm(direction)) + 6.0)
+    bpy.context.view_layer.update()
+    report = foot_placement(bpy.context.scene, obj, FootOptions(*frames, [terrain.name]))
+    assert report.ok, report.text()
+    for side, a in report.after.items():
+        assert a["contact_frames"] > 40 and a["sole_normal_deg_max"] < 3 and a["point_float_mm_max"] < 40, (side, a)
