@@ -103,6 +103,12 @@ def detect_contacts(height, speed, h_on, v_on, min_frames, pts=None):
     return out
 
 
+def _own_floor(z):
+    """(P,) each sole point's own lowest height (2nd percentile) over frames of heights ``z`` (F, P): mocap
+    soles are not at one height; a foot's floor is the lowest of its points'."""
+    return np.percentile(z, 2, axis=0)
+
+
 def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     """((F, P) contacts, (F, feet) floor heights under the feet, (feet,) whether each foot stood still while
     another swung) of sole points ``pts`` (F, P, 3, world) with speeds (F, P): below 3 % of the hip height
@@ -128,7 +134,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     else:
         swing = min(float(np.median(np.percentile(speed[:, c], 90, axis=0))) for c in cols)
         v_on = np.full(P, max(0.15 * leg, min(0.2 * swing, 0.3 * leg)))
-    own = np.percentile(z, 2, axis=0)
+    own = _own_floor(z)
     ground = np.tile(own, (F, 1))  # per frame and point: the floor it is judged against
     slow = speed < v_on
     swinging = np.array([~slow[:, c].any(axis=1) for c in cols]).T  # (F, feet): no point of the foot is slow
@@ -169,8 +175,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
         if np.isfinite(standing[a, k]):
             level = standing[a, k]
         else:
-            beside = np.delete(standing[a:b + 1], k, axis=1).min(axis=1) if len(cols) > 1 else np.full(b - a + 1,
-                                                                                                         np.inf)
+            beside = np.delete(standing[a:b + 1], k, axis=1).min(axis=1, initial=np.inf)  # where another stands
             level = low if int((np.isfinite(beside) & (low <= beside + h_on)).sum()) >= min_frames else np.inf
         floor = own[c].min() if base else level
         ground[a:stop, c] = floor + own[c] - own[c].min()
@@ -303,18 +308,14 @@ def write_contacts(obj, action, slot, sampler, frames, contacts, skip=()):
         prop = _channel(sampler.feet[k], name)
         if prop in done:
             continue
-        if sampler.feet[k].side in skip:
-            fc = bag.fcurves.find(f'["{prop}"]')
-            if fc is not None:
-                bag.fcurves.remove(fc)
-            done.add(prop)
-            continue
         done.add(prop)
-        obj[prop] = 0.0
         path = f'["{prop}"]'
         fc = bag.fcurves.find(path)
         if fc is not None:
             bag.fcurves.remove(fc)
+        if sampler.feet[k].side in skip:
+            continue
+        obj[prop] = 0.0
         fc = bag.fcurves.new(path, group_name="Full-Body IK contacts")
         fc.keyframe_points.add(len(frames))
         co = np.empty(2 * len(frames))
@@ -419,10 +420,10 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     F, P = len(frames), len(sampler.specs)
     # Over the floor under each foot (a clip on rocks or stairs: where that foot stands, blended between its
     # stances; on a flat floor, the floor): how high a point is over the ground it walks on.
-    own = np.array([np.percentile(pts[:, c, 2], 2, axis=0).min() for c in sampler.cols])
+    own = _own_floor(pts[..., 2])
     rise = np.zeros((F, P))
     for k, c in enumerate(sampler.cols):
-        rise[:, c] = np.maximum(m.floors[:, k] - own[k], 0.0)[:, None]
+        rise[:, c] = np.maximum(m.floors[:, k] - own[c].min(), 0.0)[:, None]
     clearance = pts[..., 2] - floor - rise
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).

@@ -100,9 +100,8 @@ class Tracker:
         if not best.success and self.rescue > 0 and far:  # rare hard frames (a leg near full stretch): more time,
             # for the goals alone when there are preferences to leave out, restarting near the best answer when a
             # search ends short (a local minimum, a limit), else for all objectives
-            more = None if only is None else self._goals_only(objectives, best.q, self.rescue * tl, rng + 7919, **near)
-            if more is None:
-                more = self._solve(objectives, best.q, self.rescue * tl, rng + 7919, **near)
+            more = self._goals_only(objectives, best.q, self.rescue * tl, rng + 7919, **near) or \
+                self._solve(objectives, best.q, self.rescue * tl, rng + 7919, **near)
             if (more.success, -more.cost) > (best.success, -best.cost):
                 return more
         return best
