@@ -29,7 +29,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .joints import BallModel, FreeModel, ScalarModel, StretchModel, SwingTwistModel
+from .objectives import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position
+from .problem import Result
 from .rotations import jl_inverse_coefficient
+
+_COVERED_MODELS = (ScalarModel, BallModel, SwingTwistModel, FreeModel, StretchModel)
+_COVERED_GOALS = frozenset((Position, Orientation, Pose, LookAt, Displacement, JointValue, Distance))
 
 _enabled = not os.environ.get("FULLBODY_IK_NUMPY")
 try:
@@ -172,8 +178,6 @@ def _tree_arrays(tree):
     arrays = tree.__dict__.get("_compiled_arrays")
     if arrays is not None:
         return arrays
-    from .joints import BallModel, FreeModel, ScalarModel, StretchModel, SwingTwistModel
-
     L = len(tree.link_names)
     kind, axis, var = np.zeros(L, dtype=np.int64), np.zeros((L, 3)), np.full(L, -1, dtype=np.int64)
     cols, elbow = np.full((L, 3), -1, dtype=np.int64), np.full(L, -1, dtype=np.int64)
@@ -235,55 +239,63 @@ class Kernel:
     def __init__(self, problem):
         tree = problem.tree
         self.tree = tree
-        from .objectives import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position
-
         G = len(problem.objectives)
         self.kind = np.zeros(G, dtype=np.int64)
         self.links, self.slot = np.zeros(G, dtype=np.int64), np.zeros(G, dtype=np.int64)
         self.offsets, self.targets_p = np.zeros((G, 3)), np.zeros((G, 3))
-        self.targets_R = np.tile(np.eye(3), (G, 1, 1))
+        self.targets_R = np.zeros((G, 3, 3))
+        self.targets_R[:, 0, 0] = self.targets_R[:, 1, 1] = self.targets_R[:, 2, 2] = 1.0
         self.has_p, self.has_R = np.zeros(G, dtype=np.bool_), np.zeros(G, dtype=np.bool_)
         self.has_L, self.look_axes = np.zeros(G, dtype=np.bool_), np.zeros((G, 3))
         self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.full(G, np.inf), np.full(G, np.inf)
         self.rows = np.zeros(G, dtype=np.int64)
         references, indices = [], []
+        link = tree.link_index.__getitem__
         for g, o in enumerate(problem.objectives):
             self.sqrt_w[g] = math.sqrt(o.weight)
-            if isinstance(o, Displacement):
+            t = type(o)
+            if t is Displacement:
                 idx = o._indices(SimpleNamespace(tree=tree))
                 self.kind[g], self.slot[g], self.tol_p[g] = _DISPLACEMENT, len(references), o.tolerance
                 references.append(o.reference)
                 indices.append(idx)
                 self.rows[g] = len(idx)
                 continue
-            if isinstance(o, Distance):  # its other link in slot (-1: a fixed point), other point in targets_p,
+            if t is Distance:  # its other link in slot (-1: a fixed point), other point in targets_p,
                 # least distance in look_axes[g, 0]
-                self.kind[g], self.links[g], self.offsets[g], self.tol_p[g] = _DISTANCE, tree.link(o.link), o.point, \
+                self.kind[g], self.links[g], self.offsets[g], self.tol_p[g] = _DISTANCE, link(o.link), o.point, \
                     o.tolerance
-                self.slot[g] = -1 if o.other_link is None else tree.link(o.other_link)
+                self.slot[g] = -1 if o.other_link is None else link(o.other_link)
                 self.targets_p[g], self.look_axes[g, 0], self.rows[g] = o.other_point, o.min_distance, 1
                 continue
-            if isinstance(o, JointValue):
+            if t is JointValue:
                 self.kind[g], self.slot[g], self.tol_p[g] = _JOINT_VALUE, tree.var(o.joint), o.tolerance
                 self.targets_p[g, 0] = o.value
                 self.rows[g] = 1
                 continue
-            position = o.position if isinstance(o, Pose) else o if isinstance(o, Position) else None
-            orientation = o.orientation if isinstance(o, Pose) else o if isinstance(o, Orientation) else None
-            self.links[g] = tree.link(o.link)
+            position = o.position if t is Pose else o if t is Position else None
+            orientation = o.orientation if t is Pose else o if t is Orientation else None
+            self.links[g] = link(o.link)
+            rows = 0
             if position is not None:
                 self.has_p[g], self.offsets[g], self.targets_p[g] = True, position.offset, position.target
                 self.tol_p[g] = position.tolerance
+                rows += 3
             if orientation is not None:
                 self.has_R[g], self.targets_R[g], self.tol_R[g] = True, orientation.target, orientation.tolerance
-            if isinstance(o, LookAt):  # its target in targets_p, its tolerance (an angle) in tol_R
+                rows += 3
+            if t is LookAt:  # its target in targets_p, its tolerance (an angle) in tol_R
                 self.has_L[g], self.look_axes[g], self.targets_p[g], self.tol_R[g] = True, o.axis, o.target, o.tolerance
-            self.rows[g] = 3 * (int(self.has_p[g]) + int(self.has_R[g]) + int(self.has_L[g]))
+                rows += 3
+            self.rows[g] = rows
         self.references = np.array(references, dtype=float).reshape(len(references), tree.n)
         width = max([tree.n] + [len(i) for i in indices])
         self.indices = np.full((len(indices), width), -1, dtype=np.int64)
         for row, idx in enumerate(indices):
             self.indices[row, :len(idx)] = idx
+        self._goals = (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p,
+                       self.has_R, self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows,
+                       self.references, self.indices)
 
     def tree_arrays(self):
         """The tree's arguments of the kernels (one tuple): its arrays with the origins as they are now."""
@@ -291,13 +303,23 @@ class Kernel:
 
     def goal_arrays(self):
         """The goals' arguments of the kernels (one tuple)."""
-        return (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p,
-                self.has_R, self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows, self.references,
-                self.indices)
+        return self._goals
+
+    def remember(self, q, errors, cost):
+        """What a kernel judged at the answer q it returned (the array itself): key and result then need not
+        evaluate it again."""
+        self._judged = (q, errors, cost)
+
+    def judge(self, q):
+        """(errors (G, 2), cost) at q: remembered from the kernel that returned q, else evaluated."""
+        known = self.__dict__.get("_judged")
+        if known is not None and known[0] is q:
+            return known[1], known[2]
+        return judge(np.ascontiguousarray(q, dtype=float), self.tree_arrays(), self.goal_arrays())
 
     def key(self, q):
         """(not every goal met, cost) at q: how solve ranks the answers of its searches."""
-        errors, cost = judge(np.ascontiguousarray(q, dtype=float), self.tree_arrays(), self.goal_arrays())
+        errors, cost = self.judge(q)
         met = np.all((~(self.has_p | (self.kind != _CARTESIAN)) | (errors[:, 0] <= self.tol_p))
                      & (~(self.has_R | self.has_L) | (errors[:, 1] <= self.tol_R)))
         return not bool(met), float(cost)
@@ -305,10 +327,7 @@ class Kernel:
     def result(self, problem, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
         tested equal), without a numpy FK."""
-        from .objectives import LookAt, Orientation, Pose
-        from .problem import Result
-
-        errors, cost = judge(np.ascontiguousarray(q, dtype=float), self.tree_arrays(), self.goal_arrays())
+        errors, cost = self.judge(q)
         out_errors, satisfied, details = np.empty(len(problem.objectives)), [], []
         for g, o in enumerate(problem.objectives):
             ep, ea = float(errors[g, 0]), float(errors[g, 1])
@@ -328,10 +347,7 @@ def covers_tree(tree):
         return False
     known = tree.__dict__.get("_compiled_covers")
     if known is None:
-        from .joints import BallModel, FreeModel, ScalarModel, StretchModel, SwingTwistModel
-
-        known = tree._compiled_covers = all(
-            type(m) in (ScalarModel, BallModel, SwingTwistModel, FreeModel, StretchModel) for m in tree.models)
+        known = tree._compiled_covers = all(type(m) in _COVERED_MODELS for m in tree.models)
     return known
 
 
@@ -339,9 +355,7 @@ def covers(tree, objectives):
     """Whether the compiled path is on and covers this tree and these objectives."""
     if not covers_tree(tree):
         return False
-    from .objectives import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position
-
-    return all(type(o) in (Position, Orientation, Pose, LookAt, Displacement, JointValue, Distance) for o in objectives)
+    return all(type(o) in _COVERED_GOALS for o in objectives)
 
 
 def project_one(tree, q):
@@ -445,48 +459,60 @@ def _joint_rotation(q, i, kind, var, cols, elbow, R, A, B):
 
 
 @njit(cache=True)
-def fk_into(q, T, W, Pre):
+def _affine(A, B, out):
+    """out = A B for affine 4x4 matrices (last rows 0 0 0 1, as every frame here): 36 products, not 64."""
+    for i in range(3):
+        a0, a1, a2 = A[i, 0], A[i, 1], A[i, 2]
+        for j in range(3):
+            out[i, j] = a0 * B[0, j] + a1 * B[1, j] + a2 * B[2, j]
+        out[i, 3] = a0 * B[0, 3] + a1 * B[1, 3] + a2 * B[2, 3] + A[i, 3]
+    out[3, 0], out[3, 1], out[3, 2], out[3, 3] = 0.0, 0.0, 0.0, 1.0
+
+
+@njit(cache=True)
+def fk_into(q, T, W, Pre, R, A, B):
     """World matrices of every link into W (L, 4, 4) (links in the tree's order, parents first; a stretching bone's
     scaled by its stretch), and each joint's frame (the parent's world matrix times the joint's origin, without a
-    stretching parent's scale) into Pre (L, 4, 4)."""
+    stretching parent's scale) into Pre (L, 4, 4): W_i = Pre_i [f R_i | t_i] for the joint's rotation R_i,
+    translation t_i and stretch f. R, A, B (3, 3) are work space."""
     parent, origin, kind, axis, var, cols, elbow = T[0], T[1], T[2], T[3], T[4], T[5], T[6]
     L = parent.shape[0]
-    M = np.empty((4, 4))
-    R, A, B = np.empty((3, 3)), np.empty((3, 3)), np.empty((3, 3))
     W[0] = origin[0]
     Pre[0] = origin[0]
     stretch_var = T[18]
     for i in range(1, L):
-        _matmul4(W[parent[i]], origin[i], Pre[i])
+        P, Wi = Pre[i], W[i]
+        _affine(W[parent[i]], origin[i], P)
         k = kind[i]
-        M[:, :] = 0.0
-        M[0, 0] = M[1, 1] = M[2, 2] = M[3, 3] = 1.0
-        if k == _REVOLUTE:  # R = I + sin q K + (1 - cos q) K^2, K = [axis]x
+        if k == _NONE or k == _PRISMATIC:
+            R[:, :] = 0.0
+            R[0, 0] = R[1, 1] = R[2, 2] = 1.0
+        elif k == _REVOLUTE:  # R = I + sin q K + (1 - cos q) K^2, K = [axis]x
             t = q[var[i]]
             _so3(axis[i, 0], axis[i, 1], axis[i, 2], math.sin(t), 1.0 - math.cos(t), R)
-            M[:3, :3] = R
-        elif k == _PRISMATIC:
-            t = q[var[i]]
-            M[0, 3], M[1, 3], M[2, 3] = t * axis[i, 0], t * axis[i, 1], t * axis[i, 2]
-        elif k != _NONE:
+        else:
             _joint_rotation(q, i, kind, var, cols, elbow, R, A, B)
-            M[:3, :3] = R
-            if k == _FREE:
-                v = var[i]
-                M[0, 3], M[1, 3], M[2, 3] = q[v], q[v + 1], q[v + 2]
-        if stretch_var[i] >= 0:  # IK stretch: a uniform scale after the bone's rotation
-            f = max(q[stretch_var[i]], 1e-9)
-            for r in range(3):
-                for c in range(3):
-                    M[r, c] *= f
-        _matmul4(Pre[i], M, W[i])
+        tx = ty = tz = 0.0
+        if k == _PRISMATIC:
+            t = q[var[i]]
+            tx, ty, tz = t * axis[i, 0], t * axis[i, 1], t * axis[i, 2]
+        elif k == _FREE:
+            v = var[i]
+            tx, ty, tz = q[v], q[v + 1], q[v + 2]
+        f = max(q[stretch_var[i]], 1e-9) if stretch_var[i] >= 0 else 1.0  # IK stretch: a scale after the rotation
+        for r in range(3):
+            p0, p1, p2 = P[r, 0], P[r, 1], P[r, 2]
+            for c in range(3):
+                Wi[r, c] = f * (p0 * R[0, c] + p1 * R[1, c] + p2 * R[2, c])
+            Wi[r, 3] = p0 * tx + p1 * ty + p2 * tz + P[r, 3]
+        Wi[3, 0], Wi[3, 1], Wi[3, 2], Wi[3, 3] = 0.0, 0.0, 0.0, 1.0
         sp = stretch_var[parent[i]]
         if sp >= 0:  # a stretching parent scales its child's offsets, not the child's frame
             f = 1.0 / max(q[sp], 1e-9)
             for r in range(3):
                 for c in range(3):
-                    W[i, r, c] *= f
-                    Pre[i, r, c] *= f
+                    Wi[r, c] *= f
+                    P[r, c] *= f
 
 
 @njit(cache=True)
@@ -494,7 +520,7 @@ def fk(q, T):
     """(L, 4, 4) world matrices of every link."""
     L = T[0].shape[0]
     W, Pre = np.empty((L, 4, 4)), np.empty((L, 4, 4))
-    fk_into(q, T, W, Pre)
+    fk_into(q, T, W, Pre, np.empty((3, 3)), np.empty((3, 3)), np.empty((3, 3)))
     return W
 
 
@@ -613,10 +639,10 @@ def _rate(v, link, point, q, T, W, out):
 @njit(cache=True)
 def workspace(n, L, m):
     """evaluate's work space: world and joint frames (2, L, 4, 4), generators (3, n, 3) and their kinds (n,),
-    3-vectors (7, 3), 3x3 matrices (2, 3, 3), and per residual row the one variable it depends on (Displacement,
+    3-vectors (7, 3), 3x3 matrices (3, 3, 3), and per residual row the one variable it depends on (Displacement,
     JointValue) or -1 (m,)."""
     return (np.empty((2, L, 4, 4)), np.empty((3, n, 3)), np.zeros(n, dtype=np.bool_), np.empty((7, 3)),
-            np.empty((2, 3, 3)), np.full(m, -1, dtype=np.int64))
+            np.empty((3, 3, 3)), np.full(m, -1, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -633,7 +659,8 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not met)."""
     frames, gen, rotational, vectors, matrices, row_var = ws
     W, Pre = frames[0], frames[1]
-    fk_into(q, T, W, Pre)
+    Rm, Ji = matrices[0], matrices[1]
+    fk_into(q, T, W, Pre, Rm, Ji, matrices[2])
     ancestors, var_link, stretch_var = T[16], T[17], T[18]
     (gkind, links, slot, offsets, targets_p, targets_R, has_p, has_R, has_L, look_axes, sqrt_w, tol_p, tol_R, rows,
      references, indices) = G
@@ -648,7 +675,6 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     met_all = True
     unmet = 0.0
     phi, p, a, d, Vl, dl, dp = vectors[0], vectors[1], vectors[2], vectors[3], vectors[4], vectors[5], vectors[6]
-    Rm, Ji = matrices[0], matrices[1]
     for g in range(links.shape[0]):
         w = sqrt_w[g]
         if gkind[g] == _DISTANCE:
@@ -1137,13 +1163,14 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     """solvers.lm.run compiled: q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I (paper 001
     eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is worse
     (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping rules.
-    Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2)."""
+    Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2, each goal's error and
+    angle at q (G, 2))."""
     n, L = q.shape[0], T[0].shape[0]
     D = T[15]
     m = size(G)
     r, J = np.empty(m), np.empty((m, n))
-    r_new = np.empty(m)
-    errors = np.zeros((G[1].shape[0], 2))
+    r_new, J_new = np.empty(m), np.empty((m, n))
+    errors, errors_new = np.zeros((G[1].shape[0], 2)), np.zeros((G[1].shape[0], 2))
     H, Lc, N = np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
     blocks, sliding = np.empty((L, 2, 2)), np.zeros(L, dtype=np.bool_)
     b, y, grad = np.empty(n), np.empty(n), np.empty(n)
@@ -1160,9 +1187,9 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
     while True:
         if met:
-            return q, 0, it, met, E
+            return q, 0, it, met, E, errors
         if it >= max_iterations:
-            return q, 1, it, met, E
+            return q, 1, it, met, E, errors
         it += 1
         _normal_equations(J, r, D, ws[5], N, grad)
         lam = mu * (damping_scale * E + damping_bias)
@@ -1173,7 +1200,8 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
         _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, sliding, dq, H, b, Lc, y)
         q_new = project(q + dq, T)
-        evaluate(q_new, T, G, ws, r_new, J, False, errors)
+        # the trial point evaluated with its Jacobian: taken (most steps), it is the next iterate's
+        met_new, unmet_new = evaluate(q_new, T, G, ws, r_new, J_new, True, errors_new)
         E_new = 0.5 * np.dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
@@ -1187,28 +1215,34 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 t = 0.5 ** (k + 1) if k < backtracks else inside_t
                 if t <= 0.0:
                     continue
-                evaluate(project(q + t * dq, T), T, G, ws, r_new, J, False, errors)
+                evaluate(project(q + t * dq, T), T, G, ws, r_new, J_new, False, errors_new)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
             if not best_E <= E:
-                return q, 2, it, met, E
+                return q, 2, it, met, E, errors
             q_new = project(q + best_t * dq, T)
             step = np.max(np.abs(q_new - q)) / max(np.max(np.abs(dq)), 1e-300)
             mu = min(mu / max(step, 1e-3), 1e8)
+            met, unmet = evaluate(q_new, T, G, ws, r, J, True, errors)
         else:
             mu = max(mu / 2.0, 1.0)
-        moved = np.max(np.abs(q_new - q)) if n else 0.0
-        met, unmet = evaluate(q_new, T, G, ws, r, J, True, errors)
+            r, r_new = r_new, r
+            J, J_new = J_new, J
+            errors, errors_new = errors_new, errors
+            met, unmet = met_new, unmet_new
+        moved = 0.0
+        for v in range(n):
+            moved = max(moved, abs(q_new[v] - q[v]))
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
         q = q_new
         history[it] = unmet
         if stall > 0 and it >= stall and history[it] > 0.99 * history[it - stall] and history[it - stall] > 0.0:
-            return q, 3, it, met, E
+            return q, 3, it, met, E, errors
         if moved < step_tol or change < residual_tol:
-            return q, 0 if met else 4, it, met, E
+            return q, 0 if met else 4, it, met, E, errors
 
 
 @njit(cache=True)
@@ -1216,21 +1250,23 @@ def restarts_kernel(q, seeds, max_iterations, stall, damping_bias, damping_scale
                     T, G):
     """lm_kernel from q, then from each of ``seeds`` in turn (each search given up when it stalls), until one
     meets every goal or max_iterations run out. Returns (the search's q when the iterations ran out (to go on
-    from) or the last answer, the best q, its (met, E), seeds used, iterations, whether the iterations ran out)."""
+    from) or the last answer, the best q, its (met, E, errors (G, 2)), seeds used, iterations, whether the
+    iterations ran out)."""
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
+    best_errors = np.zeros((G[1].shape[0], 2))
     while True:
-        q_end, status, its, met, E = lm_kernel(q, max_iterations - total, stall, damping_bias, damping_scale,
-                                               step_tol, residual_tol, backtracks, T, G)
+        q_end, status, its, met, E, errors = lm_kernel(q, max_iterations - total, stall, damping_bias, damping_scale,
+                                                       step_tol, residual_tol, backtracks, T, G)
         total += its
         if (met and not best_met) or (met == best_met and E < best_E):
-            best_q, best_met, best_E = q_end.copy(), met, E
+            best_q, best_met, best_E, best_errors = q_end.copy(), met, E, errors
         if met:
-            return q_end, best_q, best_met, best_E, used, total, False
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False
         if status == 1 or total >= max_iterations:
-            return q_end, best_q, best_met, best_E, used, total, True
+            return q_end, best_q, best_met, best_E, best_errors, used, total, True
         if used >= seeds.shape[0]:
-            return q_end, best_q, best_met, best_E, used, total, False
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False
         q = seeds[used].copy()
         used += 1
 
@@ -1268,7 +1304,7 @@ def _timed(k, kernel, *args):
     iteration count is the result's element ``count``."""
     start = time.perf_counter()
     out = kernel(*args)
-    its = out[5] if kernel is restarts_kernel else out[2]
+    its = out[6] if kernel is restarts_kernel else out[2]
     if its:
         per = (time.perf_counter() - start) / its
         old = k.tree.__dict__.get("_compiled_iteration_seconds")
@@ -1290,9 +1326,10 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
             if met is None:
                 met = problem.satisfied(problem.state(q))
             return q, MESSAGES[0] if met else MESSAGES[1]
-        q, status, iterations, met, _ = _timed(k, lm_kernel, q, left, int(stall or 0), float(damping_bias),
-                                               float(damping_scale), float(step_tol), float(residual_tol),
-                                               int(backtracks), T, G)
+        q, status, iterations, met, E, errors = _timed(k, lm_kernel, q, left, int(stall or 0), float(damping_bias),
+                                                       float(damping_scale), float(step_tol), float(residual_tol),
+                                                       int(backtracks), T, G)
+        k.remember(q, errors, E)
         budget.iterations += iterations
         if status != 1:
             return q, MESSAGES[status]
@@ -1313,7 +1350,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
-        q, found, met, E, used, iterations, ran_out = _timed(
+        q, found, met, E, errors, used, iterations, ran_out = _timed(
             k, restarts_kernel, q, seeds, left, int(stall or 0), float(damping_bias), float(damping_scale),
             float(step_tol), float(residual_tol), int(backtracks), T, G)
         budget.iterations += iterations
@@ -1321,6 +1358,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         seeds = seeds[used:]
         if (not met, E) < best_key:
             best_q, best_key = found, (not met, E)
+            k.remember(found, errors, E)
         if met or (budget.deadline is None and budget.max_iterations is None and count >= 10):
             break  # (no budget at all: ten restarts, as solve allows a local method)
         if not ran_out:  # the seeds are used up: more, and on from the first of them

@@ -5,6 +5,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from . import compiled as _compiled
 from .rotations import cross
 from .joints import (
     BoneJoint,
@@ -330,13 +331,11 @@ class Tree:
 
     def project(self, Q):
         """Nearest feasible configuration(s) in Blender's sense (clip, wrap, swing ellipse clamp)."""
-        Q, single = self._as_batch(Q)
-        if single:
-            from . import compiled
-
-            out = compiled.project_one(self, Q[0])  # the same projection, compiled (None: not covered)
+        if type(Q) is np.ndarray and Q.shape == (self.n,):  # one configuration: the same projection, compiled
+            out = _compiled.project_one(self, Q)  # (None: not covered)
             if out is not None:
                 return out
+        Q, single = self._as_batch(Q)
         Q = np.where(np.isfinite(Q), Q, 0.0)
         Q = np.clip(Q, self._clip_lower, self._clip_upper)
         for m in self.models:
