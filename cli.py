@@ -21,10 +21,11 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from . import batchjob
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -142,6 +143,10 @@ def parser(inside_blender=False):
         bb.add_argument("files", nargs="+", help=".blend files" if command != "retarget" else
                         "motion files (.bvh, .fbx, .glb/.gltf, .blend)")
         bb.add_argument("--jobs", "-j", type=int, default=1, help="files worked on at once (default 1)")
+        bb.add_argument("--scheduler", metavar="ADDRESS",
+                        help="send one task per file to a running Dask scheduler (tcp://host:8786; files on "
+                             "storage its workers see), or local:N for N workers started here; needs "
+                             "dask[distributed] (default: --jobs processes on this machine)")
         bb.add_argument("--output-dir", help="where results go (default: beside each file, as "
                                              f"NAME_{SUFFIX[command]}.blend)")
         if command == "retarget":
@@ -461,42 +466,44 @@ def run_retarget(args):
     return _finish(args, args.source, output, report, report.ok, verdict)
 
 
-def _worker_command(file, args, output):
-    """A child process working on one file: Blender itself when we run inside it, else this Python."""
-    import bpy
-
+def _job(file, args, output, program=None):
+    """One file's job for batchjob.run_file: the command, the file, where its result goes, the options, and how
+    to run it (program: None lets the machine running it choose: batchjob.program)."""
     command = args.batch_command
-    binary = getattr(bpy.app, "binary_path", "")
     if command == "retarget":  # a motion file onto the character: both named on the command line
-        cmd = ([binary, "-b", "-c", "fullbody_ik"] if binary and os.path.basename(
-            binary).lower().startswith("blender") else [sys.executable, "-m", "fullbody_ik"])
-        cmd += ["retarget", file, args.target, "--output", output, "--json", "--max-error", repr(args.max_error),
-                "--root", args.root, "--bvh-scale", repr(args.bvh_scale)]
-        for flag, value in (("--source-object", args.source_object), ("--target-object", args.target_object),
-                            ("--action", args.action), ("--frames", args.frames), ("--terrain", args.terrain),
-                            ("--time-limit", args.time_limit), ("--source-map", args.source_map),
-                            ("--target-map", args.target_map)):
-            if value is not None:
-                cmd += [flag, str(value)]
-        return cmd + (["--no-ik"] if args.no_ik else []) + (["--hands"] if args.hands else [])
-    if binary and os.path.basename(binary).lower().startswith("blender"):
-        cmd = [binary, "-b", file, "-c", "fullbody_ik", command]  # the user's extensions: ours is one
+        options = [os.path.abspath(args.target), "--max-error", repr(args.max_error), "--root", args.root,
+                   "--bvh-scale", repr(args.bvh_scale)]
+        flags = [("--source-object", args.source_object), ("--target-object", args.target_object),
+                 ("--action", args.action), ("--frames", args.frames), ("--terrain", args.terrain),
+                 ("--time-limit", args.time_limit),
+                 ("--source-map", args.source_map and os.path.abspath(args.source_map)),
+                 ("--target-map", args.target_map and os.path.abspath(args.target_map))]
+        options += (["--no-ik"] if args.no_ik else []) + (["--hands"] if args.hands else [])
     else:
-        cmd = [sys.executable, "-m", "fullbody_ik", command, file]
-    cmd += ["--output", output, "--json", "--step", str(args.step), "--max-error", repr(args.max_error)]
-    flags = [("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
-             ("--method", args.method), ("--time-limit", args.time_limit)]
-    if command == "bake":
-        cmd += ["--thin", repr(args.thin), "--continuity", repr(args.continuity)]
-        flags.append(("--max-angle", args.max_angle))
-        if args.replace:
-            cmd.append("--replace")
-    else:
-        flags += [("--terrain", args.terrain), ("--feet", args.feet)]
+        options = ["--step", str(args.step), "--max-error", repr(args.max_error)]
+        flags = [("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
+                 ("--method", args.method), ("--time-limit", args.time_limit)]
+        if command == "bake":
+            options += ["--thin", repr(args.thin), "--continuity", repr(args.continuity)]
+            flags.append(("--max-angle", args.max_angle))
+            if args.replace:
+                options.append("--replace")
+        else:
+            flags += [("--terrain", args.terrain), ("--feet", args.feet)]
     for flag, value in flags:
         if value is not None:
-            cmd += [flag, str(value)]
-    return cmd
+            options += [flag, str(value)]
+    return {"command": command, "file": os.path.abspath(file), "output": os.path.abspath(output),
+            "options": options, "program": program}
+
+
+def _local_program():
+    """How this machine's batch runs its jobs: Blender itself when we run inside it, else this Python."""
+    import bpy
+
+    binary = getattr(bpy.app, "binary_path", "")
+    return ("blender", binary) if binary and os.path.basename(binary).lower().startswith("blender") else \
+        ("python", sys.executable)
 
 
 def run_batch(args):
@@ -511,40 +518,35 @@ def run_batch(args):
     if clash:
         raise UsageError(f"several files would be saved as {clash[0]}: give files distinct names or leave out "
                          "--output-dir (each result is then saved beside its file)")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    started = time.perf_counter()
-
-    def one(file):
-        output = default_output(file, args.output_dir, args.batch_command)
-        t0 = time.perf_counter()
-        if not os.path.isfile(file):
-            return {"file": file, "ok": False, "exit": EXIT_USAGE, "error": f"no such file: {file}", "seconds": 0.0}
-        proc = subprocess.run(_worker_command(file, args, output), env=env, capture_output=True, text=True)
-        entry = {"file": file, "ok": proc.returncode == 0, "exit": proc.returncode,
-                 "seconds": time.perf_counter() - t0}
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if lines:  # a bake that ran: its report, also when it missed its goals (exit 1, result kept)
-            entry.update(json.loads(lines[-1]))
-            entry["ok"] = proc.returncode == 0 and entry.get("ok", True)
-        if not entry["ok"] and "error" not in entry:
-            errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
-            entry["error"] = (errors[-1].split("error:", 1)[1].strip() if errors
-                              else (proc.stderr.strip().splitlines() or ["(no message)"])[-1])
-        log(f"  {'done' if entry['ok'] else 'FAILED'}: {file} ({entry['seconds']:.1f} s)")
-        return entry
-
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
-    log(f"{args.batch_command}: {len(args.files)} files, {args.jobs} at a time")
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(one, args.files))
+    started = time.perf_counter()
+    if args.scheduler:  # a Dask cluster: one task per file, each run as the worker's machine runs jobs
+        from .cluster import run_on_dask
+
+        results, where = run_on_dask(args.scheduler, [_job(f, args, o) for f, o in zip(args.files, outputs)],
+                                     args.batch_command, log)
+        results = [dict(r, file=f) for r, f in zip(results, args.files)]  # the files as the user named them
+    else:
+        program = _local_program()
+
+        def one(file, job):
+            entry = dict(batchjob.run_file(job), file=file)
+            log(f"  {'done' if entry['ok'] else 'FAILED'}: {file} ({entry['seconds']:.1f} s)")
+            return entry
+
+        where = f"{args.jobs} jobs"
+        log(f"{args.batch_command}: {len(args.files)} files, {args.jobs} at a time")
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(one, args.files, [_job(f, args, o, program) for f, o in zip(args.files, outputs)]))
     seconds = time.perf_counter() - started
     log(summary_table(results))
     failed = sum(not r["ok"] for r in results)
     done = "baked" if args.batch_command == "bake" else "done"
-    log(f"{len(results) - failed} of {len(results)} files {done} in {seconds:.1f} s ({args.jobs} jobs)"
+    log(f"{len(results) - failed} of {len(results)} files {done} in {seconds:.1f} s ({where})"
         + (f"; {failed} failed" if failed else ""))
-    return {"jobs": args.jobs, "seconds": seconds, "files": results, "failed": failed}
+    return {"jobs": args.jobs, "scheduler": args.scheduler, "seconds": seconds, "files": results,
+            "failed": failed}
 
 
 def summary_table(results):

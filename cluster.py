@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""``batch ... --scheduler ADDRESS``: the files of a batch job as tasks on a Dask cluster (``distributed``).
+
+One task per file, each :func:`batchjob.run_file` on a worker: the job runs the way that worker's machine runs
+jobs (``FULLBODY_IK_BLENDER`` set there: that Blender binary, else ``python -m fullbody_ik`` with the pip bpy),
+reading and writing on storage both sides see, its result saved under a temporary name and renamed when
+complete. A file's failure is its task's result, not an exception, so it never stops the others; a worker that
+dies while running a task has the task run again on another (Dask's own rescheduling, up to the scheduler's
+``distributed.scheduler.allowed-failures``, 3 by default), and the file is still written once. dask is imported
+here only: the extension does not ship it."""
+
+import time
+import uuid
+
+POLL = 10.0  # seconds between progress lines while nothing finishes
+
+
+def _distributed():
+    from .cli import UsageError
+
+    try:
+        import cloudpickle
+        import distributed
+    except ImportError as e:
+        raise UsageError(f"--scheduler needs Dask's distributed scheduler, which is not installed here ({e}): "
+                         "pip install 'dask[distributed]' (in the Python that runs this command; the workers "
+                         "need it too)") from None
+    return distributed, cloudpickle
+
+
+def _connect(distributed, address, log):
+    """(client, the LocalCluster started for local:N or None)."""
+    from .cli import Failure, UsageError
+
+    cluster = None
+    if address.startswith("local:"):
+        try:
+            n = int(address[len("local:"):])
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UsageError(f"--scheduler local:N expects N, the workers to start, 1 or more (got {address!r})")
+        log(f"starting a local Dask cluster of {n} worker processes")
+        # a task's job is a child process of its own: one thread per worker
+        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+        address = cluster.scheduler_address
+    try:
+        client = distributed.Client(address)  # waits distributed.comm.timeouts.connect (30 s) for it
+    except Exception as e:  # refused, unreachable, not a scheduler: say which and why
+        if cluster is not None:
+            cluster.close()
+        raise Failure(f"cannot reach the Dask scheduler at {address}: {e}") from None
+    return client, cluster
+
+
+def run_on_dask(address, jobs, command, log):
+    """Run ``jobs`` (batchjob specs) as tasks of the scheduler at ``address`` (or local:N); returns (their
+    entries in the order given, a description of where they ran). Logs progress: each file as it finishes and,
+    while none does, every POLL seconds how many are finished, failed, running and queued."""
+    distributed, cloudpickle = _distributed()
+    from . import batchjob
+
+    cloudpickle.register_pickle_by_value(batchjob)  # workers need dask and a way to run jobs, not this package
+    client, cluster = _connect(distributed, address, log)
+    futures = []
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        where = f"Dask scheduler {client.scheduler.address}, {len(workers)} workers"
+        log(f"{command}: {len(jobs)} files to the {where}")
+        if not workers:
+            log("  (no worker has joined the scheduler yet: the tasks wait for one)")
+        run = uuid.uuid4().hex[:8]
+        futures = [client.submit(batchjob.run_file, job, pure=False, key=f"fullbody_ik-{command}-{run}-{i}")
+                   for i, job in enumerate(jobs)]
+        index = {f.key: i for i, f in enumerate(futures)}
+        results = [None] * len(jobs)
+        pending, failed, started = set(futures), 0, time.perf_counter()
+        while pending:
+            try:
+                done, pending = distributed.wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = ()
+            for f in done:
+                i = index[f.key]
+                results[i] = entry = _entry(f, jobs[i], started)
+                failed += not entry["ok"]
+            for f in done:
+                entry = results[index[f.key]]
+                log(f"  {'done' if entry['ok'] else 'FAILED'}: {jobs[index[f.key]]['file']} "
+                    f"({entry.get('worker', '?')}, {entry['seconds']:.1f} s)")
+            log("  " + _progress(client, futures, pending, failed))
+        return results, where
+    except KeyboardInterrupt:
+        log("interrupted: the tasks not finished are cancelled (a job already running ends on its own)")
+        raise
+    finally:
+        if futures:
+            client.cancel([f for f in futures if not f.done()])
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _entry(future, job, started):
+    """The task's entry; a task the cluster could not run (its workers died each time, the scheduler went
+    away) is the file's failure, with the cluster's reason."""
+    if future.status == "finished":
+        try:
+            return future.result()
+        except Exception as e:  # lost between finishing and being fetched
+            error = e
+    else:
+        try:
+            error = future.exception()
+        except Exception as e:  # cancelled: the scheduler went away
+            error = e
+    return {"file": job["file"], "ok": False, "exit": 1, "seconds": time.perf_counter() - started,
+            "error": f"the cluster could not run it: {type(error).__name__}: {error}"}
+
+
+def _progress(client, futures, pending, failed):
+    keys = {f.key for f in pending}
+    try:
+        running = sum(k in keys for tasks in client.processing().values() for k in tasks)
+    except Exception:  # the scheduler is gone: the futures say so when they finish
+        running = 0
+    finished = len(futures) - len(pending)
+    return f"[{finished}/{len(futures)} finished, {failed} failed, {running} running, " \
+           f"{len(pending) - running} queued]"
