@@ -19,11 +19,26 @@ import fullbody_ik  # noqa: E402
 from test_bake import FRAMES, tip_error  # noqa: E402
 from test_cli import run, save_scene  # noqa: E402
 
-def _dask(kind, *args, log):
+SHIM = """#!{python}
+# Stands in for a Blender binary: `blender -b [FILE] -c fullbody_ik COMMAND ARGS` run as Blender's command
+# handler would, by python -m fullbody_ik COMMAND [FILE] ARGS (the file opened first), its call logged.
+import subprocess, sys
+args = sys.argv[1:]
+assert args[0] == "-b", args
+c = args.index("-c")
+files, command, rest = args[1:c], args[c + 2], args[c + 3:]
+assert args[c + 1] == "fullbody_ik" and len(files) <= 1, args
+with open({log!r}, "a") as f:
+    f.write(" ".join(args) + "\\n")
+sys.exit(subprocess.call([sys.executable, "-m", "fullbody_ik", command, *files, *rest]))
+"""
+
+
+def _dask(kind, *args, log, env=None):
     """`dask scheduler ...` / `dask worker ...` as a process of its own (its own process group)."""
     exe = os.path.join(os.path.dirname(sys.executable), "dask")
     return subprocess.Popen([exe, kind, *map(str, args)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
 
 
 def _stop(proc):
@@ -38,9 +53,14 @@ def _stop(proc):
 
 @pytest.fixture
 def cluster(tmp_path):
-    """(scheduler address, {worker address: its process}) of a scheduler and two one-thread workers without
-    nannies (a killed worker stays dead)."""
+    """(scheduler address, {worker address: its process}, the log of the Blender binary's calls, the address of
+    the worker that has one) of a scheduler and two one-thread workers without nannies (a killed worker stays
+    dead). The first worker's machine runs its jobs with a Blender binary (FULLBODY_IK_BLENDER, here a
+    stand-in), the second with python -m."""
     procs, log = [], open(tmp_path / "dask.log", "w")
+    shim, calls = tmp_path / "blender", tmp_path / "blender_calls.log"
+    shim.write_text(SHIM.format(python=sys.executable, log=str(calls)))
+    shim.chmod(0o755)
     info = tmp_path / "scheduler.json"
     try:
         procs.append(_dask("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
@@ -49,14 +69,16 @@ def cluster(tmp_path):
         while not info.exists() and time.time() < deadline:
             time.sleep(0.1)
         address = json.loads(info.read_text())["address"]
-        for _ in range(2):
+        for env in (dict(os.environ, FULLBODY_IK_BLENDER=str(shim)), None):
             procs.append(_dask("worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                               "--host", "127.0.0.1", "--local-directory", tmp_path / "dask-work", log=log))
+                               "--host", "127.0.0.1", "--local-directory", tmp_path / "dask-work", log=log,
+                               env=env))
         with distributed.Client(address, timeout="30s") as client:
             client.wait_for_workers(2, timeout=60)
             pids = client.run(os.getpid)  # {worker address: pid}
         workers = {a: next(p for p in procs[1:] if p.pid == pid) for a, pid in pids.items()}
-        yield address, workers
+        blender = next(a for a, p in workers.items() if p is procs[1])  # the worker with FULLBODY_IK_BLENDER
+        yield address, workers, calls, blender
     finally:
         for p in procs:
             _stop(p)
@@ -81,7 +103,7 @@ def _leftovers(folder):
 
 
 def test_a_cluster_bakes_the_good_files_and_reports_the_broken_one(cluster, tmp_path):
-    address, _ = cluster
+    address, _, calls, blender = cluster
     good = [save_scene(tmp_path / f"good{i}.blend") for i in range(2)]
     bad = save_scene(tmp_path / "bad.blend", "target deleted")
     outdir = tmp_path / "baked"
@@ -97,10 +119,14 @@ def test_a_cluster_bakes_the_good_files_and_reports_the_broken_one(cluster, tmp_
         assert r["report"]["summary"]["solved_frames"] == r["report"]["summary"]["frames"] > 0
     assert sorted(os.listdir(outdir)) == ["good0_baked.blend", "good1_baked.blend"]
     assert _baked(outdir / "good0_baked.blend") < 2e-4 and _baked(outdir / "good1_baked.blend") < 2e-4
+    # each worker ran its files its own way: the first through its Blender binary, the second not
+    logged = calls.read_text() if calls.exists() else ""
+    for r, f in zip(summary["files"], (good[0], bad, good[1])):
+        assert (f in logged) == (r["worker"] == blender), (r["worker"], logged)
 
 
 def test_a_worker_killed_during_a_task_the_file_is_still_baked_once_completely(cluster, tmp_path):
-    address, workers = cluster
+    address, workers, _, _ = cluster
     scene = save_scene(tmp_path / "shot.blend")
     outdir = tmp_path / "baked"
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
