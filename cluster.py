@@ -9,6 +9,7 @@ dies while running a task has the task run again on another (Dask's own reschedu
 ``distributed.scheduler.allowed-failures``, 3 by default), and the file is still written once. dask is imported
 here only: the extension does not ship it."""
 
+import threading
 import time
 import uuid
 
@@ -45,13 +46,29 @@ def _connect(distributed, address, log):
         cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                            dashboard_address=None)
         address = cluster.scheduler_address
-    try:
-        client = distributed.Client(address)  # waits distributed.comm.timeouts.connect (30 s) for it
-    except Exception as e:  # refused, unreachable, not a scheduler: say which and why
+    # distributed.comm.timeouts.connect (30 s) bounds the wait, except when something else answers there (the
+    # dashboard's web server, 8787: the handshake then waits for ever), so a thread makes the deadline sure
+    import dask
+
+    seconds = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    out = {}
+
+    def connect():
+        try:
+            out["client"] = distributed.Client(address)
+        except Exception as e:  # refused, unreachable, not a scheduler
+            out["error"] = e
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(seconds + 5.0)
+    if "client" not in out:
         if cluster is not None:
             cluster.close()
-        raise Failure(f"cannot reach the Dask scheduler at {address}: {e}") from None
-    return client, cluster
+        why = out.get("error") or f"no answer as a scheduler within {seconds + 5.0:.0f} s (a scheduler's " \
+            "address is its port, 8786 by default, not its dashboard's, 8787)"
+        raise Failure(f"cannot reach the Dask scheduler at {address}: {why}")
+    return out["client"], cluster
 
 
 def run_on_dask(address, jobs, command, log):

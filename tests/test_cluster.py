@@ -5,6 +5,7 @@ address, real .blend files, the command line as a user runs it; every process a 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -176,6 +177,15 @@ def test_the_scheduler_option_says_what_is_missing_or_wrong(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fullbody_ik", "batch", "bake", "--scheduler", "tcp://127.0.0.1:9",
                            scene], capture_output=True, text=True, env=env, timeout=120)  # nothing listens there
     assert proc.returncode == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in proc.stderr
+    with socket.socket() as mute:  # something listens but never answers (a dashboard's port given by mistake)
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        address = "tcp://127.0.0.1:%d" % mute.getsockname()[1]
+        start = time.time()
+        proc = subprocess.run([sys.executable, "-m", "fullbody_ik", "batch", "bake", "--scheduler", address, scene],
+                              capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and "no answer as a scheduler" in proc.stderr, proc.stderr
+    assert time.time() - start < 60
     proc = run("batch", "bake", "--scheduler", "local:zero", scene)
     assert proc.returncode == 2 and "local:N" in proc.stderr
     assert not (tmp_path / "shot_baked.blend").exists()
