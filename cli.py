@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import batchjob
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class UsageError(Exception):
@@ -393,7 +393,13 @@ def _load(bpy, path, what, bvh_scale=1.0):
                     if o is not None:
                         bpy.context.scene.collection.objects.link(o)
         except (RuntimeError, OSError) as e:
-            raise Failure(f"cannot read the {what} {path}: {str(e).strip()}") from None
+            text = str(e).strip()
+            if "Traceback (most recent call last)" in text:  # the importer's own failure: its exception, the
+                # last line not indented nor Blender's "Location: ..."
+                lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln[:1].isspace()
+                         and not ln.startswith(("Location:", "Traceback", "Error: Python: Traceback"))]
+                text = "the importer failed: " + (lines[-1] if lines else "(no message)")
+            raise Failure(f"cannot read the {what} {path}: {text}") from None
     return [o for o in bpy.data.objects if o not in before]
 
 
@@ -518,9 +524,7 @@ def run_batch(args):
     if clash:
         raise UsageError(f"several files would be saved as {clash[0]}: give files distinct names or leave out "
                          "--output-dir (each result is then saved beside its file)")
-    if args.output_dir:
-        os.makedirs(args.output_dir, exist_ok=True)
-    started = time.perf_counter()
+    started = time.perf_counter()  # (each job makes its output's folder: nothing is made for a batch that fails)
     if args.scheduler:  # a Dask cluster: one task per file, each run as the worker's machine runs jobs
         from .cluster import run_on_dask
 
@@ -545,8 +549,8 @@ def run_batch(args):
     done = "baked" if args.batch_command == "bake" else "done"
     log(f"{len(results) - failed} of {len(results)} files {done} in {seconds:.1f} s ({where})"
         + (f"; {failed} failed" if failed else ""))
-    return {"jobs": args.jobs, "scheduler": args.scheduler, "seconds": seconds, "files": results,
-            "failed": failed}
+    return {"jobs": None if args.scheduler else args.jobs, "scheduler": args.scheduler, "seconds": seconds,
+            "files": results, "failed": failed}
 
 
 def summary_table(results):
@@ -596,6 +600,9 @@ def main(argv, inside_blender=False):
     except Failure as e:
         log(f"fullbody_ik {args.command}: error: {e} (nothing was written)")
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        log(f"fullbody_ik {args.command}: interrupted")
+        return EXIT_INTERRUPTED
     except Exception:  # a bug of ours: say so with the traceback, and still exit cleanly
         import traceback
 

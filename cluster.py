@@ -109,7 +109,8 @@ def run_on_dask(address, jobs, command, log):
             log("  " + _progress(client, futures, pending, failed))
         return results, where
     except KeyboardInterrupt:
-        log("interrupted: the tasks not finished are cancelled (a job already running ends on its own)")
+        log("interrupted: the tasks not started are cancelled; a job already running ends on its own and "
+            "saves its result")
         raise
     finally:
         if futures:

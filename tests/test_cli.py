@@ -4,6 +4,7 @@ failure."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -148,3 +149,17 @@ def test_parse_frames():
     for bad in ("5-1", "a-b", "1-2-3", ""):
         with pytest.raises(cli.UsageError):
             cli.parse_frames(bad)
+
+
+def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
+    broken = tmp_path / "broken.bvh"
+    broken.write_text("HIERARCHY\nROOT Hips\n{ garbage !!!   not a bvh\n")
+    character = os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "characters", "mannequiny.glb")
+    out = tmp_path / "out.blend"
+    proc = run("retarget", broken, character, "--output", out)
+    assert proc.returncode == 1 and not out.exists()
+    (line,) = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert re.search(r"cannot read the source .*broken\.bvh: the importer failed: \w+Error", line), line
+    proc = run("batch", "retarget", "--target", character, broken, "--json")  # the batch's summary has it whole
+    assert proc.returncode == 1
+    assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])
