@@ -198,3 +198,33 @@ def test_a_local_cluster_for_a_quick_try(tmp_path):
     assert "starting a local Dask cluster of 1 worker" in proc.stderr and "1 of 1 files baked" in proc.stderr
     assert json.loads(proc.stdout)["files"][0]["report"]["summary"]["solved_frames"] == 6
     assert sorted(os.listdir(tmp_path)) == ["shot.blend", "shot_baked.blend"]
+
+
+def test_with_no_worker_the_tasks_wait_and_ctrl_c_cancels_them(tmp_path):
+    scene = save_scene(tmp_path / "shot.blend")
+    info, log = tmp_path / "scheduler.json", open(tmp_path / "dask.log", "w")
+    scheduler = _dask("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", info,
+                      log=log)
+    batch = None
+    try:
+        deadline = time.time() + 60
+        while not info.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        address = json.loads(info.read_text())["address"]
+        batch = subprocess.Popen([sys.executable, "-m", "fullbody_ik", "batch", "bake", "--scheduler", address, scene],
+                                 stderr=subprocess.PIPE, text=True)
+        lines = []
+        while not any("no worker has joined" in ln for ln in lines):
+            lines.append(batch.stderr.readline())
+            assert lines[-1], "".join(lines)
+        batch.send_signal(signal.SIGINT)
+        rest = batch.communicate(timeout=60)[1]
+        assert batch.returncode == 130, rest
+        assert "tasks not started are cancelled" in rest and "Traceback" not in rest
+        assert sorted(os.listdir(tmp_path)) == ["dask.log", "scheduler.json", "shot.blend"]
+    finally:
+        if batch is not None and batch.poll() is None:
+            batch.kill()
+            batch.wait()
+        _stop(scheduler)
+        log.close()
