@@ -508,8 +508,8 @@ def _local_program():
     import bpy
 
     binary = getattr(bpy.app, "binary_path", "")
-    return ("blender", binary) if binary and os.path.basename(binary).lower().startswith("blender") else \
-        ("python", sys.executable)
+    blender = binary and os.path.basename(binary).lower().startswith("blender")
+    return ("blender", binary) if blender else ("python", sys.executable)
 
 
 def run_batch(args):

@@ -102,9 +102,7 @@ def run_on_dask(address, jobs, command, log):
                 i = index[f.key]
                 results[i] = entry = _entry(f, jobs[i], started)
                 failed += not entry["ok"]
-            for f in done:
-                entry = results[index[f.key]]
-                log(f"  {'done' if entry['ok'] else 'FAILED'}: {jobs[index[f.key]]['file']} "
+                log(f"  {'done' if entry['ok'] else 'FAILED'}: {jobs[i]['file']} "
                     f"({entry.get('worker', '?')}, {entry['seconds']:.1f} s)")
             log("  " + _progress(client, futures, pending, failed))
         return results, where

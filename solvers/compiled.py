@@ -378,16 +378,6 @@ def kernel(problem):
 # -- kinematics ---------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def _matmul4(A, B, out):
-    for i in range(4):
-        for j in range(4):
-            s = 0.0
-            for k in range(4):
-                s += A[i, k] * B[k, j]
-            out[i, j] = s
-
-
-@njit(cache=True)
 def _exp_coefficients(theta):
     """(sin t / t, (1 - cos t) / t^2, (t - sin t) / t^3), with rotations._exp_coefficients' series near 0."""
     if theta < 1e-6:
@@ -1300,8 +1290,8 @@ def _chunk(k, budget):
 
 
 def _timed(k, kernel, *args):
-    """kernel(*args) with the tree's cost per iteration updated (a running mean) from how long it took; the
-    iteration count is the result's element ``count``."""
+    """kernel(*args) with the tree's cost per iteration updated (a running mean) from how long it took (the
+    iterations: restarts_kernel's seventh result, lm_kernel's third)."""
     start = time.perf_counter()
     out = kernel(*args)
     its = out[6] if kernel is restarts_kernel else out[2]
