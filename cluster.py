@@ -137,8 +137,10 @@ def _entry(future, job, started):
 
 def _progress(client, futures, pending, failed):
     keys = {f.key for f in pending}
-    try:
-        running = sum(k in keys for tasks in client.processing().values() for k in tasks)
+    try:  # a worker is handed a few tasks ahead; it runs as many at once as it has threads
+        threads = {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
+        running = sum(min(sum(k in keys for k in tasks), threads.get(w, 0))
+                      for w, tasks in client.processing().items())
     except Exception:  # the scheduler is gone: the futures say so when they finish
         running = 0
     finished = len(futures) - len(pending)
