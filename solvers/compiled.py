@@ -174,7 +174,8 @@ _CARTESIAN, _DISPLACEMENT, _JOINT_VALUE, _DISTANCE = 0, 1, 2, 3
 def _tree_arrays(tree):
     """The tree as arrays for the kernels, once per tree (its joints do not change; its origins may, and are read
     at each solve): (parent, kind, axis, var, cols, elbow, angle limits, limited, swing lo, swing hi, nearest,
-    clip lower, clip upper, continuous, weights, ancestors, var_link, stretch_var, anchor)."""
+    clip lower, clip upper, continuous, weights, ancestors, var_link, stretch_var, anchor, full-turn joints' range
+    (n, 2; NaN for other variables))."""
     arrays = tree.__dict__.get("_compiled_arrays")
     if arrays is not None:
         return arrays
@@ -184,6 +185,7 @@ def _tree_arrays(tree):
     angle_limits, limited = np.zeros((L, 3, 2)), np.zeros((L, 3), dtype=np.bool_)
     swing_lo, swing_hi = np.zeros((L, 2)), np.zeros((L, 2))
     continuous = np.zeros(tree.n, dtype=np.bool_)
+    turn = np.full((tree.n, 2), np.nan)
     stretch_var = np.full(L, -1, dtype=np.int64)
     nearest = False
     for m in tree.models:
@@ -196,6 +198,8 @@ def _tree_arrays(tree):
                 axis[frame] = m.axes[row]
                 kind[frame] = _PRISMATIC if m.prismatic[row] else _REVOLUTE
                 continuous[m.vars[row, 0]] = bool(m.continuous[row])
+                if m.full_turn[row]:
+                    turn[m.vars[row, 0]] = m.joints[row].lower, m.joints[row].upper
             elif type(m) is BallModel:
                 kind[frame] = _BALL
             elif type(m) is FreeModel:
@@ -221,7 +225,7 @@ def _tree_arrays(tree):
         swing_lo, swing_hi, nearest, np.ascontiguousarray(tree._clip_lower, dtype=float),
         np.ascontiguousarray(tree._clip_upper, dtype=float), continuous,
         np.ascontiguousarray(tree.weights, dtype=float), np.ascontiguousarray(tree.ancestors, dtype=np.bool_),
-        np.ascontiguousarray(tree.var_link, dtype=np.int64), stretch_var, anchor)
+        np.ascontiguousarray(tree.var_link, dtype=np.int64), stretch_var, anchor, turn)
     return arrays
 
 
@@ -944,15 +948,20 @@ def _project_swing(out, i, T):
 
 @njit(cache=True)
 def project(q, T):
-    """Tree.project: non-finite values to 0, clipped to the box bounds, continuous joints wrapped, rotation vectors
-    (balls, free roots) wrapped to at most pi, bones' swing and twist limits as Blender keeps them."""
-    kind, var, lower, upper, continuous = T[2], T[4], T[12], T[13], T[14]
+    """Tree.project: non-finite values to 0, clipped to the box bounds, continuous joints wrapped, full-turn
+    joints outside their range wrapped into it, rotation vectors (balls, free roots) wrapped to at most pi, bones'
+    swing and twist limits as Blender keeps them."""
+    kind, var, lower, upper, continuous, turn = T[2], T[4], T[12], T[13], T[14], T[20]
     out = np.empty_like(q)
     for v in range(q.shape[0]):
         x = q[v] if np.isfinite(q[v]) else 0.0
         x = min(max(x, lower[v]), upper[v])
         if continuous[v]:
             x = _wrap_angle(x)
+        elif x > turn[v, 1]:  # the fewest whole turns back into the range (False for NaN: not a full-turn joint)
+            x = turn[v, 1] - (turn[v, 1] - x) % (2.0 * math.pi)
+        elif x < turn[v, 0]:
+            x = turn[v, 0] + (x - turn[v, 0]) % (2.0 * math.pi)
         out[v] = x
     for i in range(kind.shape[0]):
         if kind[i] == _BALL:

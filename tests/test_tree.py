@@ -48,6 +48,30 @@ def test_pr2_continuous_joints_are_unbounded_and_wrapped():
         assert np.allclose(tree.fk(q)[link], tree.fk(p)[link], atol=1e-12)
 
 
+
+def test_full_turn_joints_wrap_into_their_range_and_are_never_held():
+    """ur5's joints span +-2 pi (one +-pi): a value past a bound has an equal angle inside the range, so it is
+    wrapped there (the same link poses), not clipped; values inside stay as they are; a joint on such a bound is
+    not held against a step; a joint whose range is less than a turn is still clipped (numpy and compiled)."""
+    from fullbody_ik.solvers import compiled
+
+    tree = Tree.from_urdf(urdf("ur5.urdf"), "base_link", "ee_link")
+    assert np.allclose(tree.upper - tree.lower, [4 * np.pi] * 2 + [2 * np.pi] + [4 * np.pi] * 3)
+    q = np.array([7.0, -6.5, 3.5, 5.0, -13.0, 0.25])
+    want = np.array([7.0 - 2 * np.pi, -6.5 + 2 * np.pi, 3.5 - 2 * np.pi, 5.0, -13.0 + 4 * np.pi, 0.25])
+    for p in (tree.project(q[None])[0], tree.project(q)):  # numpy (a batch), compiled (one configuration)
+        assert np.allclose(p, want, atol=1e-12)
+        for link in tree.link_names:
+            assert np.allclose(tree.fk(q)[link], tree.fk(p)[link], atol=1e-9)
+    if compiled.available():
+        T = compiled._with_origins(tree)
+        Q = 20.0 * np.random.default_rng(3).normal(size=(200, tree.n))
+        assert np.abs(np.array([compiled.project(x, T) for x in Q]) - tree.project(Q)).max() < 1e-12
+    assert not tree.held(tree.upper.copy(), np.ones(tree.n)).any()
+    kuka = Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")  # +-170 deg: clipped
+    assert np.allclose(kuka.project(kuka.upper + 0.5), kuka.upper)
+    assert kuka.held(kuka.upper.copy(), np.ones(kuka.n)).all()
+
 def test_human_urdf_whole_tree():
     tree = Tree.from_urdf(urdf("human.urdf"))
     assert tree.n == 36
