@@ -1158,12 +1158,39 @@ def _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, slidi
 
 
 @njit(cache=True)
+def _goal_met(G, errors, g):
+    """Whether goal g is met by its error and angle (Kernel.key's rule)."""
+    kind, has_p, has_R, has_L, tol_p, tol_R = G[0], G[6], G[7], G[8], G[11], G[12]
+    return ((not (has_p[g] or kind[g] != _CARTESIAN) or errors[g, 0] <= tol_p[g])
+            and (not (has_R[g] or has_L[g]) or errors[g, 1] <= tol_R[g]))
+
+
+@njit(cache=True)
+def _stuck(trail, it, stall, errors, G):
+    """lm_kernel's stuck goals at iteration it (see there)."""
+    out = np.zeros(errors.shape[0], dtype=np.bool_)
+    for g in range(errors.shape[0]):
+        if _goal_met(G, errors, g):
+            continue
+        out[g] = True
+        if stall > 0 and it >= stall:
+            old = trail[it - stall, g]
+            if errors[g, 0] ** 2 + errors[g, 1] ** 2 < 0.99 * (old[0] ** 2 + old[1] ** 2):
+                out[g] = False
+    if not out.any():  # the sum stalled, no goal alone: every unmet goal
+        for g in range(errors.shape[0]):
+            out[g] = not _goal_met(G, errors, g)
+    return out
+
+
+@njit(cache=True)
 def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, T, G):
     """solvers.lm.run compiled: q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I (paper 001
     eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is worse
     (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping rules.
     Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2, each goal's error and
-    angle at q (G, 2))."""
+    angle at q (G, 2), the goals stuck at q (G,): not met, and error^2 + angle^2 fell by less than 1 % over the
+    last ``stall`` iterations (every unmet goal when fewer ran, or when none is stuck alone))."""
     n, L = q.shape[0], T[0].shape[0]
     D = T[15]
     m = size(G)
@@ -1179,6 +1206,8 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     E = 0.5 * np.dot(r, r)
     history = np.empty(max_iterations + 1)
     history[0] = unmet
+    trail = np.empty((max_iterations + 1, G[1].shape[0], 2))  # each goal's error and angle at each iteration
+    trail[0] = errors
     mu = 1.0
     it = 0
     dq = np.empty(n)
@@ -1186,9 +1215,9 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
     while True:
         if met:
-            return q, 0, it, met, E, errors
+            return q, 0, it, met, E, errors, _stuck(trail, it, stall, errors, G)
         if it >= max_iterations:
-            return q, 1, it, met, E, errors
+            return q, 1, it, met, E, errors, _stuck(trail, it, stall, errors, G)
         it += 1
         _normal_equations(J, r, D, ws[5], N, grad)
         lam = mu * (damping_scale * E + damping_bias)
@@ -1219,7 +1248,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 if Et < best_E:
                     best_E, best_t = Et, t
             if not best_E <= E:
-                return q, 2, it, met, E, errors
+                return q, 2, it, met, E, errors, _stuck(trail, it, stall, errors, G)
             q_new = project(q + best_t * dq, T)
             step = np.max(np.abs(q_new - q)) / max(np.max(np.abs(dq)), 1e-300)
             mu = min(mu / max(step, 1e-3), 1e8)
@@ -1238,35 +1267,91 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
         q = q_new
         history[it] = unmet
+        trail[it] = errors
         if stall > 0 and it >= stall and history[it] > 0.99 * history[it - stall] and history[it - stall] > 0.0:
-            return q, 3, it, met, E, errors
+            return q, 3, it, met, E, errors, _stuck(trail, it, stall, errors, G)
         if moved < step_tol or change < residual_tol:
-            return q, 0 if met else 4, it, met, E, errors
+            return q, 0 if met else 4, it, met, E, errors, _stuck(trail, it, stall, errors, G)
 
 
 @njit(cache=True)
-def restarts_kernel(q, seeds, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks,
-                    T, G):
-    """lm_kernel from q, then from each of ``seeds`` in turn (each search given up when it stalls), until one
-    meets every goal or max_iterations run out. Returns (the search's q when the iterations ran out (to go on
-    from) or the last answer, the best q, its (met, E, errors (G, 2)), seeds used, iterations, whether the
-    iterations ran out)."""
+def _uses(G, T, g, v):
+    """Whether goal g depends on variable v."""
+    kind, links, slot, rows, indices, ancestors = G[0], G[1], G[2], G[13], G[15], T[16]
+    if kind[g] == _CARTESIAN:
+        return ancestors[links[g], v]
+    if kind[g] == _DISTANCE:
+        return ancestors[links[g], v] or (slot[g] >= 0 and ancestors[slot[g], v])
+    if kind[g] == _JOINT_VALUE:
+        return slot[g] == v
+    for k in range(rows[g]):
+        if indices[slot[g], k] == v:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _restart(q, seed, stuck, level, T, G):
+    """A new start from q: at level 0, q with the variables that serve stuck goals and no other goal taken from
+    seed (on a tree each limb's search fails or succeeds on its own: restarting every limb for one multiplies the
+    chances against); at level 1, every variable that serves a stuck goal (the shared ones too: a spine that
+    keeps a hand out of reach); at level 2, or when that would change no variable or every one, the whole seed.
+    Returns (start, whether partial)."""
+    n, goals = q.shape[0], stuck.shape[0]
+    if level < 2:
+        free = np.zeros(n, dtype=np.bool_)
+        count = 0
+        for v in range(n):
+            serves_stuck, serves_other = False, False
+            for g in range(goals):
+                if _uses(G, T, g, v):
+                    if stuck[g]:
+                        serves_stuck = True
+                    else:
+                        serves_other = True
+            free[v] = serves_stuck and (level == 1 or not serves_other)
+            count += free[v]
+        if 0 < count < n:
+            out = q.copy()
+            for v in range(n):
+                if free[v]:
+                    out[v] = seed[v]
+            return project(out, T), True
+    return seed.copy(), False
+
+
+@njit(cache=True)
+def restarts_kernel(q, seeds, restart_first, stuck, in_a_row, partial, max_iterations, stall, damping_bias,
+                    damping_scale, step_tol, residual_tol, backtracks, T, G):
+    """lm_kernel from q (or first restarted from it with seeds[0], when ``restart_first``, given its goals stuck),
+    then restarted with each of ``seeds`` in turn (_restart: at most ``partial`` partial restarts in a row, levels
+    0 and 1 in turn, then a whole one; each search given up when it stalls), until one meets every goal or max_iterations run out.
+    in_a_row (1,) counts the partial restarts in a row, across calls. Returns (the search's q when the iterations
+    ran out (to go on from) or the last answer, the best q, its (met, E, errors (G, 2)), seeds used, iterations,
+    whether the iterations ran out, the last answer's stuck goals)."""
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
     best_errors = np.zeros((G[1].shape[0], 2))
+    if restart_first and seeds.shape[0] > 0:
+        q, was_partial = _restart(q, seeds[0], stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T, G)
+        in_a_row[0] = in_a_row[0] + 1 if was_partial else 0
+        used = 1
     while True:
-        q_end, status, its, met, E, errors = lm_kernel(q, max_iterations - total, stall, damping_bias, damping_scale,
-                                                       step_tol, residual_tol, backtracks, T, G)
+        q_end, status, its, met, E, errors, stuck = lm_kernel(q, max_iterations - total, stall, damping_bias,
+                                                              damping_scale, step_tol, residual_tol, backtracks,
+                                                              T, G)
         total += its
         if (met and not best_met) or (met == best_met and E < best_E):
             best_q, best_met, best_E, best_errors = q_end.copy(), met, E, errors
         if met:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
         if status == 1 or total >= max_iterations:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, True
+            return q_end, best_q, best_met, best_E, best_errors, used, total, True, stuck
         if used >= seeds.shape[0]:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False
-        q = seeds[used].copy()
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
+        q, was_partial = _restart(q_end, seeds[used], stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T,
+                                  G)
+        in_a_row[0] = in_a_row[0] + 1 if was_partial else 0
         used += 1
 
 
@@ -1281,6 +1366,7 @@ def judge(q, T, G):
 
 # -- the solver methods' compiled runs --------------------------------------------------------------------------
 
+PARTIAL_RESTARTS = 10  # restarts of the stuck goals' variables alone in a row, at most, before a whole one
 CHUNK = 200  # iterations per kernel call at most: the wall-clock budget is checked between calls
 
 
@@ -1325,9 +1411,9 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
             if met is None:
                 met = problem.satisfied(problem.state(q))
             return q, MESSAGES[0] if met else MESSAGES[1]
-        q, status, iterations, met, E, errors = _timed(k, lm_kernel, q, left, int(stall or 0), float(damping_bias),
-                                                       float(damping_scale), float(step_tol), float(residual_tol),
-                                                       int(backtracks), T, G)
+        q, status, iterations, met, E, errors, _ = _timed(k, lm_kernel, q, left, int(stall or 0),
+                                                          float(damping_bias), float(damping_scale), float(step_tol),
+                                                          float(residual_tol), int(backtracks), T, G)
         k.remember(q, errors, E)
         budget.iterations += iterations
         if status != 1:
@@ -1335,23 +1421,26 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
 
 
 def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12,
-                 backtracks=8, damping_scale=1.0, starts=None):
+                 backtracks=8, damping_scale=1.0, starts=None, partial=None):
     """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another
     is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn eight at a
-    time, each search given up when it stalls, until one meets every objective or the budget ends. (q, message)
-    of the first success, else of the best."""
+    time, each search given up when it stalls, until one meets every objective or the budget ends; a restart
+    changes only the variables of the goals stuck (at most ``partial`` times in a row, then all: _restart).
+    (q, message) of the first success, else of the best."""
     T, G = k.tree_arrays(), k.goal_arrays()
     tree = problem.tree
+    partial = PARTIAL_RESTARTS if partial is None else int(partial)
     q = np.ascontiguousarray(q, dtype=float)
     seeds = np.empty((0, tree.n))
+    restart_first, stuck, in_a_row = False, np.zeros(len(problem.objectives), dtype=bool), np.zeros(1, dtype=np.int64)
     best_q, best_key, count = q, (True, np.inf), 0
     while True:
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
-        q, found, met, E, errors, used, iterations, ran_out = _timed(
-            k, restarts_kernel, q, seeds, left, int(stall or 0), float(damping_bias), float(damping_scale),
-            float(step_tol), float(residual_tol), int(backtracks), T, G)
+        q, found, met, E, errors, used, iterations, ran_out, stuck = _timed(
+            k, restarts_kernel, q, seeds, restart_first, stuck, in_a_row, partial, left, int(stall or 0),
+            float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol), int(backtracks), T, G)
         budget.iterations += iterations
         count += used
         seeds = seeds[used:]
@@ -1360,11 +1449,11 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
             k.remember(found, errors, E)
         if met or (budget.deadline is None and budget.max_iterations is None and count >= 10):
             break  # (no budget at all: ten restarts, as solve allows a local method)
-        if not ran_out:  # the seeds are used up: more, and on from the first of them
+        restart_first = not ran_out
+        if restart_first:  # the seeds are used up: more, the next call restarts with the first of them
             if not isinstance(rng, np.random.Generator):
                 rng = np.random.default_rng(rng)
             seeds = np.ascontiguousarray(tree.random_configurations(rng, 8))
-            q, seeds, count = seeds[0].copy(), seeds[1:], count + 1
     if best_key[1] == np.inf:  # nothing ran: judge the seed
         st = problem.state(q)
         return q, MESSAGES[0] if problem.satisfied(st) else MESSAGES[1]

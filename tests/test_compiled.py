@@ -296,3 +296,37 @@ def test_the_first_compile_runs_in_another_process_while_numpy_serves(tmp_path):
     assert r["available_after"] and r["status_after"].startswith("compiled") and r["stamp"]
     assert r["kernel_after"] and r["again"] is False
     print(f"loading the compiled core from the cache: {r['load_seconds']:.2f} s")
+
+
+def test_a_restart_changes_only_the_stuck_limbs_first():
+    """On the human (wrists and feet), a restart for a stuck right hand takes new values for the right arm alone
+    (level 0), then for every variable the hand depends on, the spine too (level 1), then for all (level 2); goals
+    met or still converging keep theirs. And the solver with these restarts meets all four poses on targets where
+    its first search does not."""
+    tree = Tree.from_urdf(os.path.join(URDF, "human.urdf"))
+    rng = np.random.default_rng(4)
+    W = tree.fk_batch(tree.random_configurations(rng, 12))
+    hands_feet = ["left_hand", "right_hand", "left_foot", "right_foot"]
+    problem = Problem(tree, [Pose(link, W[0, tree.link(link)]) for link in hands_feet])
+    k = compiled.kernel(problem)
+    T, G = k.tree_arrays(), k.goal_arrays()
+    q, seed = np.zeros(tree.n), tree.random_configurations(rng, 1)[0]
+    stuck = np.array([False, True, False, False])
+    moves = tree.ancestors[tree.link("right_hand")]
+    others = tree.ancestors[[tree.link(x) for x in ("left_hand", "left_foot", "right_foot")]].any(axis=0)
+    changed = []
+    for level in (0, 1, 2):
+        start, partial = compiled._restart(q, seed, stuck, level, T, G)
+        assert partial == (level < 2)
+        changed.append(start != q)
+    assert np.array_equal(changed[0], moves & ~others) and changed[0].sum() >= 4  # the right arm
+    assert np.array_equal(changed[1], moves) and (changed[1] & others).any()  # and the spine
+    assert changed[2].sum() >= tree.n - 2  # everything (a seed value may happen to be 0)
+    first_failed = solved = 0
+    for i in range(1, 12):
+        objectives = [Pose(link, W[i, tree.link(link)]) for link in hands_feet]
+        one = solve(tree, objectives, np.zeros(tree.n), max_iterations=400, restarts=False)
+        if not one.success:
+            first_failed += 1
+            solved += solve(tree, objectives, np.zeros(tree.n), max_iterations=3000, restarts=True, rng=i).success
+    assert first_failed >= 3 and solved == first_failed, (first_failed, solved)
