@@ -959,9 +959,9 @@ def project(q, T):
         if continuous[v]:
             x = _wrap_angle(x)
         elif x > turn[v, 1]:  # the fewest whole turns back into the range (False for NaN: not a full-turn joint)
-            x = turn[v, 1] - (turn[v, 1] - x) % (2.0 * math.pi)
+            x = max(turn[v, 1] - (turn[v, 1] - x) % (2.0 * math.pi), turn[v, 0])  # (a span 1e-9 short of 2 pi)
         elif x < turn[v, 0]:
-            x = turn[v, 0] + (x - turn[v, 0]) % (2.0 * math.pi)
+            x = min(turn[v, 0] + (x - turn[v, 0]) % (2.0 * math.pi), turn[v, 1])
         out[v] = x
     for i in range(kind.shape[0]):
         if kind[i] == _BALL:
@@ -1250,7 +1250,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             if not best_E <= E:
                 return q, 2, it, met, E, errors, _stuck(trail, it, stall, errors, G)
             q_new = project(q + best_t * dq, T)
-            step = np.max(np.abs(q_new - q)) / max(np.max(np.abs(dq)), 1e-300)
+            step = min(np.max(np.abs(q_new - q)) / max(np.max(np.abs(dq)), 1e-300), best_t)  # (lm.run)
             mu = min(mu / max(step, 1e-3), 1e8)
             met, unmet = evaluate(q_new, T, G, ws, r, J, True, errors)
         else:
@@ -1294,12 +1294,12 @@ def _uses(G, T, g, v):
 def _restart(q, seed, stuck, level, T, G):
     """A new start from q: at level 0, q with the variables that serve stuck goals and no other goal taken from
     seed (on a tree each limb's search fails or succeeds on its own: restarting every limb for one multiplies the
-    chances against); at level 1, every variable that serves a stuck goal (the shared ones too: a spine that
-    keeps a hand out of reach); at level 2, or when that would change no variable or every one, the whole seed.
-    Returns (start, whether partial)."""
+    chances against); at level 1 (also when no variable serves the stuck goals alone), every variable that serves
+    a stuck goal (the shared ones too: a spine that keeps a hand out of reach); at level 2, or when that would
+    change no variable or every one, the whole seed. Returns (start, whether partial)."""
     n, goals = q.shape[0], stuck.shape[0]
-    if level < 2:
-        free = np.zeros(n, dtype=np.bool_)
+    free = np.zeros(n, dtype=np.bool_)
+    while level < 2:
         count = 0
         for v in range(n):
             serves_stuck, serves_other = False, False
@@ -1317,6 +1317,7 @@ def _restart(q, seed, stuck, level, T, G):
                 if free[v]:
                     out[v] = seed[v]
             return project(out, T), True
+        level = 1 if count == 0 and level == 0 else 2
     return seed.copy(), False
 
 

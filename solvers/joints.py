@@ -322,8 +322,9 @@ class ScalarModel(_Model):
         if np.any(self.full_turn):  # outside its range: the fewest whole turns back into it
             t, lo, hi = v[self.full_turn], self.turn_range[:, 0], self.turn_range[:, 1]
             x = Q[:, t]
-            below = np.where(x < lo, lo + np.mod(x - lo, 2.0 * np.pi), x)
-            Q[:, t] = np.where(x > hi, hi - np.mod(hi - x, 2.0 * np.pi), below)
+            below = np.where(x < lo, np.minimum(lo + np.mod(x - lo, 2.0 * np.pi), hi), x)
+            Q[:, t] = np.where(x > hi, np.maximum(hi - np.mod(hi - x, 2.0 * np.pi), lo), below)  # (a span 1e-9
+            # short of 2 pi: kept inside)
 
 
 class BallModel(_Model):

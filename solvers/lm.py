@@ -59,9 +59,10 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
             # Only a fraction t of the step was usable: damp harder (by 1/t) so the next step is shaped for
             # the distance it can actually go, not just cut shorter. (A departure from paper 001, whose
             # damping has no memory; without limits the full step is taken and mu stays 1.)
-            t = np.max(np.abs(found[0] - q)) / max(np.max(np.abs(dq)), 1e-300)
+            # (the distance moved, at most t: a full-turn joint wrapped by the projection moves by about 2 pi)
+            t = min(np.max(np.abs(found[0] - q)) / max(np.max(np.abs(dq)), 1e-300), found[4])
             mu = min(mu / max(t, 1e-3), 1e8)
-            q_new, state_new, r_new, E_new = found
+            q_new, state_new, r_new, E_new = found[:4]
         else:
             mu = max(mu / 2.0, 1.0)
         moved = np.max(np.abs(q_new - q), initial=0.0)
@@ -80,7 +81,7 @@ def shorter_step(problem, q, dq, E, halvings=8):
     """The best of the shorter steps along dq, evaluated together (one batched FK): the halvings 1/2 ...
     1/2^halvings, and the longest step that reaches the first limit without being clamped (a step clamped
     by a limit can turn uphill; one that stops at the limit adds it to the limits the next step slides
-    along). (q, state, residual, E) of the best if it lowers E, else None."""
+    along). (q, state, residual, E, its fraction t of dq) of the best if it lowers E, else None."""
     from .tree import BatchState
 
     tree = problem.tree
@@ -98,7 +99,7 @@ def shorter_step(problem, q, dq, E, halvings=8):
     if not Es[k] <= E:
         return None
     state = problem.state(Q[k])
-    return Q[k], state, problem.residual(state), float(Es[k])
+    return Q[k], state, problem.residual(state), float(Es[k]), float(ts[k])
 
 
 def constrained_step(tree, q, dq, J, r, lam, D):

@@ -243,6 +243,7 @@ class Tree:
         solve changes between solves (an action's root location that is not solved, locked bones' rotation).
         Chain lengths stay those of the structure (they scale losses, paper 000 eq. 14, not positions)."""
         self.chain_length(0)  # fixed from the structure before the first input
+        self.characteristic_length  # likewise (a walking root's location is not a link's length)
         links = np.asarray(links, dtype=int)
         self.origin[links] = origins
         for m in self.models:
@@ -405,7 +406,8 @@ class Tree:
     @property
     def characteristic_length(self):
         """The mean length of the links' offsets from their parents (those not zero; 1 when every one is): the
-        tree's scale (paper 001 §III sets LM's damping bias by it). Read once."""
+        tree's scale (paper 001 §III sets LM's damping bias by it). Read once, from the structure (set_origins
+        reads it before its first input)."""
         known = self.__dict__.get("_characteristic_length")
         if known is None:
             d = np.linalg.norm(np.asarray(self.origin)[1:, :3, 3], axis=1)

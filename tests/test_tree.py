@@ -48,7 +48,6 @@ def test_pr2_continuous_joints_are_unbounded_and_wrapped():
         assert np.allclose(tree.fk(q)[link], tree.fk(p)[link], atol=1e-12)
 
 
-
 def test_full_turn_joints_wrap_into_their_range_and_are_never_held():
     """ur5's joints span +-2 pi (one +-pi): a value past a bound has an equal angle inside the range, so it is
     wrapped there (the same link poses), not clipped; values inside stay as they are; a joint on such a bound is
@@ -71,6 +70,25 @@ def test_full_turn_joints_wrap_into_their_range_and_are_never_held():
     kuka = Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")  # +-170 deg: clipped
     assert np.allclose(kuka.project(kuka.upper + 0.5), kuka.upper)
     assert kuka.held(kuka.upper.copy(), np.ones(kuka.n)).all()
+    # A range written with pi to ten digits (a span 1e-10 short of a turn): wrapped values stay inside, and
+    # projecting again changes nothing.
+    T = np.eye(4)
+    short = Tree([Joint("j", "revolute", "base", "l", T, (0, 0, 1), -3.1415926535, 3.1415926535)])
+    for x in (3.1415926535 + 1e-10, -3.1415926535 - 1e-10, 3.2, -3.2, 10.0):
+        for once in (short.project(np.array([[x]]))[0], short.project(np.array([x]))):
+            assert -3.1415926535 <= once[0] <= 3.1415926535 and np.array_equal(short.project(once[None])[0], once)
+
+
+def test_the_characteristic_length_is_the_structures():
+    """The tree's scale (LM's damping bias) comes from its links as built, not from the first per-solve input (a
+    rig's walking root)."""
+    tree = Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")
+    length = Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7").characteristic_length
+    moved = tree.origin[1].copy()
+    moved[:3, 3] += [10.0, 0.0, 0.0]
+    tree.set_origins([1], moved[None])
+    assert tree.characteristic_length == length and 0.1 < length < 0.3
+
 
 def test_human_urdf_whole_tree():
     tree = Tree.from_urdf(urdf("human.urdf"))
