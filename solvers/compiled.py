@@ -1322,20 +1322,27 @@ def _restart(q, seed, stuck, level, T, G):
 
 
 @njit(cache=True)
+def _next_start(q, seed, stuck, in_a_row, partial, T, G):
+    """_restart at the level due: 0 and 1 in turn for at most ``partial`` partial restarts in a row (in_a_row
+    (1,) counts them, updated), then 2 (whole)."""
+    start, was_partial = _restart(q, seed, stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T, G)
+    in_a_row[0] = in_a_row[0] + 1 if was_partial else 0
+    return start
+
+
+@njit(cache=True)
 def restarts_kernel(q, seeds, restart_first, stuck, in_a_row, partial, max_iterations, stall, damping_bias,
                     damping_scale, step_tol, residual_tol, backtracks, T, G):
     """lm_kernel from q (or first restarted from it with seeds[0], when ``restart_first``, given its goals stuck),
-    then restarted with each of ``seeds`` in turn (_restart: at most ``partial`` partial restarts in a row, levels
-    0 and 1 in turn, then a whole one; each search given up when it stalls), until one meets every goal or max_iterations run out.
-    in_a_row (1,) counts the partial restarts in a row, across calls. Returns (the search's q when the iterations
-    ran out (to go on from) or the last answer, the best q, its (met, E, errors (G, 2)), seeds used, iterations,
-    whether the iterations ran out, the last answer's stuck goals)."""
+    then restarted with each of ``seeds`` in turn (_next_start; each search given up when it stalls), until one
+    meets every goal or max_iterations run out. in_a_row (1,) counts the partial restarts in a row, across calls.
+    Returns (the search's q when the iterations ran out (to go on from) or the last answer, the best q, its (met,
+    E, errors (G, 2)), seeds used, iterations, whether the iterations ran out, the last answer's stuck goals)."""
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
     best_errors = np.zeros((G[1].shape[0], 2))
     if restart_first and seeds.shape[0] > 0:
-        q, was_partial = _restart(q, seeds[0], stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T, G)
-        in_a_row[0] = in_a_row[0] + 1 if was_partial else 0
+        q = _next_start(q, seeds[0], stuck, in_a_row, partial, T, G)
         used = 1
     while True:
         q_end, status, its, met, E, errors, stuck = lm_kernel(q, max_iterations - total, stall, damping_bias,
@@ -1350,9 +1357,7 @@ def restarts_kernel(q, seeds, restart_first, stuck, in_a_row, partial, max_itera
             return q_end, best_q, best_met, best_E, best_errors, used, total, True, stuck
         if used >= seeds.shape[0]:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
-        q, was_partial = _restart(q_end, seeds[used], stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T,
-                                  G)
-        in_a_row[0] = in_a_row[0] + 1 if was_partial else 0
+        q = _next_start(q_end, seeds[used], stuck, in_a_row, partial, T, G)
         used += 1
 
 
@@ -1422,15 +1427,14 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
 
 
 def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12,
-                 backtracks=8, damping_scale=1.0, starts=None, partial=None):
+                 backtracks=8, damping_scale=1.0, starts=None):
     """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another
     is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn eight at a
     time, each search given up when it stalls, until one meets every objective or the budget ends; a restart
-    changes only the variables of the goals stuck (at most ``partial`` times in a row, then all: _restart).
+    changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all: _restart).
     (q, message) of the first success, else of the best."""
     T, G = k.tree_arrays(), k.goal_arrays()
     tree = problem.tree
-    partial = PARTIAL_RESTARTS if partial is None else int(partial)
     q = np.ascontiguousarray(q, dtype=float)
     seeds = np.empty((0, tree.n))
     restart_first, stuck, in_a_row = False, np.zeros(len(problem.objectives), dtype=bool), np.zeros(1, dtype=np.int64)
@@ -1440,7 +1444,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         if left <= 0 or budget.past_deadline():
             break
         q, found, met, E, errors, used, iterations, ran_out, stuck = _timed(
-            k, restarts_kernel, q, seeds, restart_first, stuck, in_a_row, partial, left, int(stall or 0),
+            k, restarts_kernel, q, seeds, restart_first, stuck, in_a_row, PARTIAL_RESTARTS, left, int(stall or 0),
             float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol), int(backtracks), T, G)
         budget.iterations += iterations
         count += used
