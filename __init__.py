@@ -43,7 +43,7 @@ def _show_compile_progress():
         for area in window.screen.areas:
             if area.type == "VIEW_3D":
                 area.tag_redraw()
-    return 1.0 if compiled.compiling() else None
+    return 1.0 if compiled.memetic_compiling() else None
 
 
 def unregister():

@@ -17,16 +17,16 @@ BUDGETS_MS = [1, 2, 5, 10, 20, 50]
 
 def run_method(tree, problems, method, budget_s, **options):
     """problems: list of (objectives, seed q). Returns (success (N,), elapsed seconds (N,))."""
-    if method == "memetic+lm":  # the memetic solver with LM exploitation instead of L-BFGS-B
-        method, options = "memetic", dict(options, exploit="lm")
-    if method == "lm-numpy":  # LM on the numpy path (the reference), the compiled path switched off
+    if method.endswith("-numpy"):  # on the numpy path (the reference), the compiled path switched off
         from fullbody_ik.solvers import compiled
 
         compiled.set_enabled(False)
         try:
-            return run_method(tree, problems, "lm", budget_s, **options)
+            return run_method(tree, problems, method[:-len("-numpy")], budget_s, **options)
         finally:
             compiled.set_enabled(True)
+    if method == "memetic+lm":  # the memetic solver with LM exploitation instead of L-BFGS-B
+        method, options = "memetic", dict(options, exploit="lm")
     ok, secs = np.zeros(len(problems), bool), np.zeros(len(problems))
     for i, (objectives, q0) in enumerate(problems):
         t0 = time.perf_counter()

@@ -198,7 +198,8 @@ def solver_options(settings):
     if settings.method != "memetic":
         return {}
     options = {k: v for k, v in (("population", settings.population), ("elites", settings.elites)) if v}
-    options["exploit"] = "lm" if settings.exploit == "LM" else "lbfgsb"
+    if settings.exploit != "AUTO":  # else the solver's default: LM compiled, L-BFGS-B on numpy
+        options["exploit"] = "lm" if settings.exploit == "LM" else "lbfgsb"
     return options
 
 

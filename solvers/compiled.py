@@ -71,11 +71,26 @@ def available():
 
 
 def compiling():
-    """Whether warm_in_background's compile is still running (looked at now)."""
+    """Whether warm_in_background's compile of the core (every solver but the memetic one) is still running (looked
+    at now)."""
+    if not _background_running():
+        return False
+    if not _background[3]:  # the core's stamp, looked for until it is there
+        _background[3] = os.path.exists(_warm_stamp())
+    return not _background[3]
+
+
+def memetic_compiling():
+    """Whether warm_in_background's compile is still running (it compiles the memetic solver's part last: meanwhile
+    that solver runs on numpy)."""
+    return _background_running()
+
+
+def _background_running():
     global _background, _background_error
     if _background is None:
         return False
-    process, started, log = _background
+    process, started, log, _ = _background
     if process.poll() is None:
         if time.monotonic() - started < BACKGROUND_LIMIT:
             return True
@@ -105,15 +120,19 @@ def status():
         return f"numpy (the compiled core failed to compile: {_background_error})"
     if not _enabled:
         return "numpy (the compiled core is switched off)"
+    if memetic_compiling():
+        return (f"compiled; the memetic solver on numpy while its part compiles ({time.monotonic() - _background[1]:.0f}"
+                " s; once per machine)")
     return "compiled"
 
 
-def _warm_stamp():
-    """The file warm() leaves in the cache folder: this source, numba and Python compiled there already."""
+def _warm_stamp(part="core"):
+    """The file warm() leaves in the cache folder when it has compiled a part ("core", then "memetic"): this source,
+    numba and Python compiled there already."""
     from . import rotations  # compiled here too (jl_inverse_coefficient)
 
     stamp = "-".join(f"{int(st.st_mtime)}-{st.st_size}" for st in map(os.stat, (__file__, rotations.__file__)))
-    name = f"warm-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{stamp}.ok"
+    name = f"warm-{part}-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{stamp}.ok"
     return os.path.join(numba.config.CACHE_DIR, name)
 
 
@@ -122,7 +141,7 @@ def warm_in_background():
     path, when the cache does not hold them yet: Blender's UI never waits for a compile. Returns whether a
     compile was started; available() turns true when it has finished (this process then loads the cache)."""
     global _background
-    if not available() or os.path.exists(_warm_stamp()):
+    if not available() or os.path.exists(_warm_stamp("memetic")):
         return False
     import subprocess
 
@@ -149,7 +168,7 @@ def warm_in_background():
     except (OSError, ValueError) as e:  # no interpreter to run, no folder to write: compiled on first use instead
         print(f"Full-Body IK: the compiled core cannot compile in the background ({e}); it will on first use.")
         return False
-    _background = (process, time.monotonic(), log)
+    _background = [process, time.monotonic(), log, False]  # False: the core's stamp not seen yet
     return True
 
 
@@ -1468,6 +1487,383 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
     return best_q, message
 
 
+# -- the memetic solver (paper 000), compiled --------------------------------------------------------------------
+
+@njit(cache=True)
+def _omega_squared(q, T, G, chain, ws, r, J, errors, grad):
+    """(Omega^2, every goal met) at q: paper 000 eq. 14, the weighted mean of the squared eq. 15 losses (as
+    memetic.Fitness: a position's pi d / sqrt((L + d)(lambda + d)), L its chain's length (``chain`` (links,)),
+    lambda |p|; an angle for an orientation and a look-at; sum |x* - x| for a displacement; |x* - x| for a joint
+    value; a Distance's residual (LM's) where numpy's has the barrier 1 / (d - d_min)). With grad (n,) not empty
+    (and J (m, n)), its gradient into grad. Not finite: 1e300."""
+    want = grad.shape[0] > 0
+    met, _ = evaluate(q, T, G, ws, r, J, want, errors)
+    W = ws[0][0]
+    gkind, links, slot, offsets, targets_p, has_p, has_R, has_L, sqrt_w, rows, references, indices = \
+        G[0], G[1], G[2], G[3], G[4], G[6], G[7], G[8], G[10], G[13], G[14], G[15]
+    n = q.shape[0]
+    total, count, row = 0.0, 0, 0
+    if want:
+        grad[:] = 0.0
+    for g in range(links.shape[0]):
+        w = sqrt_w[g]
+        wt = w * w
+        if gkind[g] == _DISTANCE:
+            e = errors[g, 0]
+            total += wt * e * e
+            count += 1
+            if want and e > 0.0:
+                for v in range(n):
+                    grad[v] += 2.0 * r[row] * J[row, v]
+            row += 1
+            continue
+        if gkind[g] == _DISPLACEMENT:
+            a = 0.0
+            for k in range(rows[g]):
+                a += abs(q[indices[slot[g], k]] - references[slot[g], indices[slot[g], k]])
+            total += wt * a * a
+            count += 1
+            if want:
+                for k in range(rows[g]):
+                    v = indices[slot[g], k]
+                    grad[v] += 2.0 * wt * a * np.sign(q[v] - references[slot[g], v])
+            row += rows[g]
+            continue
+        if gkind[g] == _JOINT_VALUE:
+            x = q[slot[g]] - targets_p[g, 0]
+            total += wt * x * x
+            count += 1
+            if want:
+                grad[slot[g]] += 2.0 * wt * x
+            row += 1
+            continue
+        if has_p[g]:
+            Wg = W[links[g]]
+            px = Wg[0, 3] + Wg[0, 0] * offsets[g, 0] + Wg[0, 1] * offsets[g, 1] + Wg[0, 2] * offsets[g, 2]
+            py = Wg[1, 3] + Wg[1, 0] * offsets[g, 0] + Wg[1, 1] * offsets[g, 1] + Wg[1, 2] * offsets[g, 2]
+            pz = Wg[2, 3] + Wg[2, 0] * offsets[g, 0] + Wg[2, 1] * offsets[g, 1] + Wg[2, 2] * offsets[g, 2]
+            d, lam, length = errors[g, 0], math.sqrt(px * px + py * py + pz * pz), chain[links[g]]
+            s = math.sqrt((length + d) * (lam + d) + 1e-300)
+            f = math.pi * d / s
+            total += wt * f * f
+            count += 1
+            if want and w > 0.0 and d > 0.0:  # (at d = 0, f = 0: no gradient)
+                df_dd = math.pi / s - math.pi * d * 0.5 * ((lam + d) + (length + d)) / s ** 3
+                df_dl = -math.pi * d * 0.5 * (length + d) / s ** 3
+                cd = df_dd / (w * d)  # d d = (p - t)^T dp / d, dp = J rows / w
+                cl = df_dl / (w * lam) if lam > 0.0 else 0.0  # d lambda = p^T dp / lambda
+                for v in range(n):
+                    dd = (r[row] * J[row, v] + r[row + 1] * J[row + 1, v] + r[row + 2] * J[row + 2, v]) / w
+                    dl = px * J[row, v] + py * J[row + 1, v] + pz * J[row + 2, v]
+                    grad[v] += 2.0 * wt * f * (cd * dd + cl * dl)
+            row += 3
+        if has_R[g]:  # the angle |phi|, phi = r / w: d angle = phi^T J_phi / |phi|
+            a = errors[g, 1]
+            total += wt * a * a
+            count += 1
+            if want and a > 0.0:
+                for v in range(n):
+                    grad[v] += 2.0 * (r[row] * J[row, v] + r[row + 1] * J[row + 1, v] + r[row + 2] * J[row + 2, v])
+            row += 3
+        if has_L[g]:  # the angle 2 asin(|e| / 2), e = r / w = V - d
+            a = errors[g, 1]
+            total += wt * a * a
+            count += 1
+            e = math.sqrt(r[row] ** 2 + r[row + 1] ** 2 + r[row + 2] ** 2) / w if w > 0.0 else 0.0
+            if want and e > 0.0:
+                c = 2.0 * a / (e * math.sqrt(max(1.0 - 0.25 * e * e, 1e-12)))
+                for v in range(n):
+                    grad[v] += c * (r[row] * J[row, v] + r[row + 1] * J[row + 1, v] + r[row + 2] * J[row + 2, v])
+            row += 3
+    out = total / max(count, 1)
+    if want:
+        grad /= max(count, 1)
+    if not out < 1e300:  # NaN or inf
+        out = 1e300
+        if want:
+            grad[:] = 0.0
+    return out, met
+
+
+@njit(cache=True)
+def _fitness(q, T, G, chain, ws, r, J, errors):
+    """(Omega, every goal met) at q (_omega_squared's root)."""
+    f, met = _omega_squared(q, T, G, chain, ws, r, J, errors, np.empty(0))
+    return math.sqrt(f), met
+
+
+@njit(cache=True)
+def _random_into(out, low, span, T):
+    """A random feasible configuration into out (Tree.random_configurations: uniform in each variable's range,
+    then projected)."""
+    for v in range(out.shape[0]):
+        out[v] = low[v] + np.random.random() * span[v]
+    out[:] = project(out, T)
+
+
+@njit(cache=True)
+def _sort(X, M, phi):
+    order = np.argsort(phi, kind="mergesort")  # stable, as the numpy path's
+    X[:] = X[order]
+    M[:] = M[order]
+    phi[:] = phi[order]
+
+
+@njit(cache=True)
+def _initialise(X, M, phi, first, low, span, T, G, chain, ws, r, J, errors):
+    """Eq. 16: ``first`` and random feasible individuals, no momentum, sorted by fitness."""
+    X[0] = first
+    for p in range(1, X.shape[0]):
+        _random_into(X[p], low, span, T)
+    M[:] = 0.0
+    for p in range(X.shape[0]):
+        phi[p] = _fitness(X[p], T, G, chain, ws, r, J, errors)[0]
+    _sort(X, M, phi)
+
+
+@njit(cache=True)
+def _start(X, M, phi, first, low, span, T, G, chain):
+    """The first population (eq. 16) from ``first``, into X, M (momentum) and phi, sorted."""
+    ws, r, J, errors = _memetic_workspace(X.shape[1], T, G)
+    _initialise(X, M, phi, first, low, span, T, G, chain, ws, r, J, errors)
+
+
+@njit(cache=True)
+def _memetic_workspace(n, T, G):
+    m = size(G)
+    return workspace(n, T[0].shape[0], m), np.empty(m), np.empty((0, 0)), np.zeros((G[1].shape[0], 2))
+
+
+@njit(cache=True)
+def _extinction(phi):
+    """Eq. 18 for a sorted population: xi_i = (phi_i + phi_min ((i - 1)/(P - 1) - 1)) / phi_max, in [0, 1]."""
+    P = phi.shape[0]
+    out = np.zeros(P)
+    if not (np.isfinite(phi[-1]) and phi[-1] > 0.0):
+        return out
+    for i in range(P):
+        out[i] = min(max((phi[i] + phi[0] * (i / max(P - 1, 1) - 1.0)) / phi[-1], 0.0), 1.0)
+    return out
+
+
+@njit(cache=True)
+def _rank_pick(available, count, cum):
+    """One of available[:count] (sorted by fitness) drawn with weight count - rank; cum: the weights' running
+    sums."""
+    u = np.random.random() * cum[count - 1]
+    return available[min(np.searchsorted(cum[:count], u, side="right"), count - 1)]
+
+
+PROGRESS = 0.99  # an elite's exploitation counts as progress (no wipe-out, eq. 24) when it lowers phi by 1 %: LM
+# creeping along a limit lowers it a little at every generation, and the population would never be wiped out
+# (measured on a bone tree with four goals: 47 -> 66 of 100 seeds solved within 15 generations)
+
+
+@njit(cache=True)
+def _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors):
+    """Eq. 22: each elite i replaced by its exploited x'_i when that is fitter, its momentum then
+    g_i <- U(0,1) g_i + (x'_i - x_i). Returns (any elite improved by PROGRESS, the fittest x' meeting every goal or
+    -1)."""
+    improved, solved, solved_f = False, -1, np.inf
+    for e in range(X_new.shape[0]):
+        f, met = _fitness(X_new[e], T, G, chain, ws, r, J, errors)
+        if met and f < solved_f:
+            solved, solved_f = e, f
+        if f < phi[e]:
+            for v in range(X.shape[1]):
+                M[e, v] = np.random.random() * M[e, v] + (X_new[e, v] - X[e, v])
+            improved = improved or f < PROGRESS * phi[e]
+            X[e] = X_new[e]
+            phi[e] = f
+    return improved, solved
+
+
+@njit(cache=True)
+def _offspring(X, M, phi, elites, waves, low, span, T, G, chain, ws, r, J, errors):
+    """Eq. 17-20 and 23: the population after the elites replaced by children of the population as it is (its
+    ranks, extinction factors xi), bred in ``waves`` (each wave's parents beaten by a child leave the mating pool,
+    niching by pre-selection, before the next wave); then sorted. (memetic.run's offspring, one child at a time.)"""
+    P, n = X.shape
+    C = P - elites
+    xi = _extinction(phi)
+    pool = np.ones(P, dtype=np.bool_)
+    Xo, Mo, phio = np.empty((C, n)), np.empty((C, n)), np.empty(C)
+    parents = np.empty((C, 2), dtype=np.int64)
+    available, cum = np.empty(P, dtype=np.int64), np.empty(P)
+    x, g = np.empty(n), np.empty(n)
+    count_waves = max(1, min(waves, C))
+    start = 0
+    for w in range(count_waves):
+        m = C // count_waves + (1 if w < C % count_waves else 0)  # np.array_split's sizes
+        A = 0
+        for p in range(P):
+            if pool[p]:
+                available[A] = p
+                A += 1
+        for a in range(A):  # running sums of the weights A - rank
+            cum[a] = (a + 1) * A - a * (a + 1) // 2
+        for c in range(start, start + m):
+            if A == 0:
+                _random_into(Xo[c], low, span, T)
+                Mo[c] = 0.0
+                phio[c] = _fitness(Xo[c], T, G, chain, ws, r, J, errors)[0]
+                parents[c] = -1
+                continue
+            p1, p2 = _rank_pick(available, A, cum), _rank_pick(available, A, cum)
+            proto = _rank_pick(available, A, cum)
+            rate = (xi[p1] * (n - 1) + 1.0) / n  # eq. 19
+            size_ = 0.5 * (xi[p1] + xi[p2])
+            for v in range(n):
+                x[v] = X[p1, v] + np.random.random() * (X[p2, v] - X[p1, v])  # eq. 17: I_U(x^P1, x^P2) + g
+                g[v] = np.random.random() * M[p1, v] + np.random.random() * M[p2, v]
+                x[v] += g[v]
+                if np.random.random() < rate:  # eq. 19: mutation scaled by the parents' extinction
+                    delta = np.random.uniform(-1.0, 1.0) * size_ * span[v]
+                    x[v] += delta
+                    g[v] += delta
+                a_ = np.random.random()  # eq. 20: adoption from the parents' mean and a prototype
+                step = (1.0 - a_) * np.random.random() * (0.5 * (X[p1, v] + X[p2, v]) - x[v]) + \
+                    a_ * np.random.random() * (X[proto, v] - x[v])
+                x[v] += step
+                g[v] += step
+            feasible = project(x, T)  # genes constrained (wrap, clip, swing ellipse)
+            for v in range(n):
+                Mo[c, v] = g[v] + feasible[v] - x[v]
+            Xo[c] = feasible
+            phio[c] = _fitness(feasible, T, G, chain, ws, r, J, errors)[0]
+            parents[c, 0], parents[c, 1] = p1, p2
+        for c in range(start, start + m):  # eq. 23: niching by pre-selection
+            for k in range(2):
+                if parents[c, k] >= 0 and phio[c] < phi[parents[c, k]]:
+                    pool[parents[c, k]] = False
+        start += m
+    X[elites:] = Xo
+    M[elites:] = Mo
+    phi[elites:] = phio
+    _sort(X, M, phi)
+
+
+@njit(cache=True)
+def _generation_end(X, M, phi, best, best_phi, elite_improved, elites, waves, low, span, T, G, chain, ws, r, J,
+                    errors):
+    """The rest of a generation after the elites' exploitation: offspring, the solution updated, and when neither
+    the elites nor the offspring improved it, the population wiped out around it (eq. 24). Returns whether the
+    solution meets every goal."""
+    _offspring(X, M, phi, elites, waves, low, span, T, G, chain, ws, r, J, errors)
+    if phi[0] < best_phi[0]:
+        best[:] = X[0]
+        best_phi[0] = phi[0]
+    elif not elite_improved:
+        _initialise(X, M, phi, best, low, span, T, G, chain, ws, r, J, errors)
+    return _fitness(best, T, G, chain, ws, r, J, errors)[1]
+
+
+@njit(cache=True)
+def _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain):
+    """One generation of Algorithm 1 given the elites' exploited points X_new (eq. 22; L-BFGS-B's, run outside):
+    as _generations'. Returns whether best meets every goal."""
+    ws, r, J, errors = _memetic_workspace(X.shape[1], T, G)
+    improved, solved = _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors)
+    if solved >= 0:
+        best[:] = X_new[solved]
+        best_phi[0] = _fitness(best, T, G, chain, ws, r, J, errors)[0]
+        return True
+    return _generation_end(X, M, phi, best, best_phi, improved, X_new.shape[0], waves, low, span, T, G, chain, ws, r,
+                           J, errors)
+
+
+@njit(cache=True)
+def _fitness_rows(Q, f, grad, met, T, G, chain):
+    """Omega^2 of each row of Q into f, its gradient into grad, every goal met into met."""
+    n, m = Q.shape[1], size(G)
+    ws = workspace(n, T[0].shape[0], m)
+    r, J, errors = np.empty(m), np.empty((m, n)), np.zeros((G[1].shape[0], 2))
+    for p in range(Q.shape[0]):
+        f[p], met[p] = _omega_squared(Q[p], T, G, chain, ws, r, J, errors, grad[p])
+
+
+_START, _GENERATION, _FITNESS = 0, 1, 2  # memetic's tasks
+
+
+@njit(cache=True)
+def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low, span, T, G, chain):
+    """The compiled memetic solver's one entry point (an entry point compiles everything it calls anew, some 10 s
+    each): with numba's random numbers seeded by ``seed``,
+    - _START: the first population (eq. 16) from ``best`` into X, M (momentum), phi, sorted;
+    - _GENERATION: one generation given the elites' exploited points X_new (eq. 22: LM's or L-BFGS-B's, run by
+      the caller: an LM inside this entry point would compile it anew, another 30 s);
+    - _FITNESS: Omega^2 of each row of X_new into phi, its gradient into grad, whether it meets every goal into met.
+    Returns (generations run, whether best meets every goal)."""
+    np.random.seed(seed)
+    if task == _START:
+        _start(X, M, phi, best, low, span, T, G, chain)
+        return 0, False
+    if task == _GENERATION:
+        return 1, _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain)
+    _fitness_rows(X_new, phi, grad, met, T, G, chain)
+    return 0, False
+
+
+def fitness_gradients(Q, T, G, chain):
+    """(Omega^2 (P,), its gradient (P, n), every goal met (P,)) of each row of Q: what L-BFGS-B minimises in the
+    exploitation (eq. 21; Omega^2 has Omega's minimisers and no kink at zero)."""
+    Q = np.ascontiguousarray(Q, dtype=float)
+    P, n = Q.shape
+    f, grad, met = np.empty(P), np.empty((P, n)), np.zeros(P, dtype=bool)
+    empty = np.empty((0, n))
+    memetic(_FITNESS, empty, empty, f, np.empty(n), np.empty(1), Q, grad, met, 0, 0, np.empty(n), np.empty(n), T, G,
+            chain)
+    return f, grad, met
+
+
+def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploit_iterations, waves, clock):
+    """solvers.memetic.run on the compiled kernels: (q, message, elites). Each generation: the elites exploited by
+    lm_kernel's iterations, or by scipy's L-BFGS-B (the elites in lockstep) on the compiled fitness and gradient;
+    then the rest of the generation compiled (memetic). ``max_iterations`` counts generations; ``clock`` also gets
+    "compiled": True and the exploitation used."""
+    from . import lbfgsb, lm
+    from .memetic import _distinct_elites
+
+    tree = problem.tree
+    T, G = k.tree_arrays(), k.goal_arrays()
+    rng = np.random.default_rng(rng)
+    P, E, n = population, elites, tree.n
+    low, span = np.ascontiguousarray(tree.sample_lower, dtype=float), np.ascontiguousarray(tree.span(), dtype=float)
+    X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
+    seed = lambda: int(rng.integers(2**31 - 1))  # noqa: E731 (numba's generator, seeded from ours at each call)
+    chain = np.array([tree.chain_length(i) for i in range(len(tree.link_names))])
+    none, no_grad, no_met = np.empty((0, n)), np.empty((0, n)), np.zeros(0, dtype=bool)
+    best, best_phi = np.ascontiguousarray(q0, dtype=float).copy(), np.empty(1)
+
+    def call(task, X_new):
+        return memetic(task, X, M, phi, best, best_phi, X_new, no_grad, no_met, seed(), waves, low, span, T, G, chain)
+
+    bias = float(lm.bias(tree))
+    call(_START, none)
+    best[:], best_phi[0] = X[0], phi[0]
+    met = bool(fitness_gradients(best[None], T, G, chain)[2][0])
+    fg = lambda Q: fitness_gradients(Q, T, G, chain)  # noqa: E731
+    elites_space = np.empty((E, n))
+    clock["compiled"], clock["exploit"] = True, exploit
+    while not met and not budget.exhausted():
+        budget.tick()
+        start = time.perf_counter()
+        if exploit == "lm":  # each elite's LM iterations (lm_kernel)
+            for e in range(E):
+                elites_space[e] = lm_kernel(X[e].copy(), exploit_iterations, 0, bias, 1.0, 1e-12, 1e-12, 8, T, G)[0]
+            X_new = elites_space
+        else:  # scipy's L-BFGS-B, the elites in lockstep, on the compiled fitness and gradient
+            X_new, _, _ = lbfgsb.minimize_batch(fg, X[:E].copy(), tree._clip_lower, tree._clip_upper,
+                                                exploit_iterations, deadline=budget.past_deadline)
+            X_new = np.ascontiguousarray(tree.project(X_new))
+        exploited = time.perf_counter()
+        clock["exploitation"] += exploited - start
+        met = call(_GENERATION, X_new)[1]
+        clock["offspring"] += time.perf_counter() - exploited
+    message = "every objective within tolerance" if met else "budget exhausted"
+    return best, message, _distinct_elites(X, phi, E, best, best_phi[0])
+
+
 def warm():
     """Compile (or load from the cache) every kernel by solving a small problem: the first solve of a session
     then costs no compile. Returns the seconds it took."""
@@ -1492,9 +1888,17 @@ def warm():
     k.result(problem, q, "lm", Budget(), "")
     k.key(q)
     project_one(tree, q)
+    _stamp("core")
+    for exploit in ("lm", "lbfgsb"):  # last (some 40 s cold): the memetic solver's generations, either exploitation
+        run_memetic(k, problem, np.zeros(3), Budget(None, 2), 0, 8, 2, exploit, 3, 2, {"exploitation": 0.0,
+                                                                                         "offspring": 0.0})
+    _stamp("memetic")
+    return time.perf_counter() - start
+
+
+def _stamp(part):
     try:
-        with open(_warm_stamp(), "w"):
+        with open(_warm_stamp(part), "w"):
             pass
     except OSError:  # a cache folder that cannot be written: nothing to remember
         pass
-    return time.perf_counter() - start

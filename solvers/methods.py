@@ -17,7 +17,7 @@ _LM = {"damping_bias": None, "step_tol": 1e-12, "residual_tol": 1e-12, "backtrac
 _NULLSPACE = {"damping_bias": 1e-3, "step_tol": 1e-12, "cost_tol": 1e-14, "backtracks": 8, "stall": None}
 _PG = {"alpha": 1e-4, "beta": 0.5, "growth": 4.0, "grad_tol": 1e-14}
 _NCG = {"alpha": 1e-4, "beta": 0.5, "grad_tol": 1e-14, "restart_every": None}
-_MEMETIC = {"population": None, "elites": None, "exploit": "lbfgsb", "exploit_iterations": None, "waves": 2,
+_MEMETIC = {"population": None, "elites": None, "exploit": None, "exploit_iterations": None, "waves": 2,
             "timings": None}
 
 

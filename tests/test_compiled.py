@@ -271,6 +271,16 @@ while compiled.compiling() and time.monotonic() - start < 600:
     time.sleep(0.2)
 out["available_after"], out["status_after"] = compiled.available(), compiled.status()
 out["stamp"] = os.path.exists(compiled._warm_stamp())
+timings = {}  # the memetic solver's part compiles last: meanwhile it runs on numpy (no compiled "generations")
+out["memetic_compiling"], out["status_while_memetic"] = compiled.memetic_compiling(), compiled.status()
+out["memetic_while"] = solve(tree, [goal], None, "memetic", max_iterations=2, rng=0, timings=timings).success and \
+    "compiled" not in timings
+while compiled.memetic_compiling() and time.monotonic() - start < 600:
+    time.sleep(0.2)
+out["memetic_status_after"], out["memetic_stamp"] = compiled.status(), os.path.exists(compiled._warm_stamp("memetic"))
+timings = {}
+solve(tree, [goal], None, "memetic", max_iterations=2, rng=0, timings=timings)
+out["memetic_after"] = timings.get("compiled", False)
 t = time.perf_counter()
 compiled.warm()
 out["load_seconds"] = time.perf_counter() - t
@@ -294,6 +304,9 @@ def test_the_first_compile_runs_in_another_process_while_numpy_serves(tmp_path):
     assert r["started"] and not r["available_while"] and "compiles" in r["status_while"]
     assert not r["kernel_while"] and r["solved_while"]
     assert r["available_after"] and r["status_after"].startswith("compiled") and r["stamp"]
+    if r["memetic_compiling"]:  # (the core's stamp seen while the memetic part compiles; else it ended first)
+        assert r["memetic_while"] and "memetic solver on numpy" in r["status_while_memetic"]
+    assert r["memetic_status_after"] == "compiled" and r["memetic_stamp"] and r["memetic_after"]
     assert r["kernel_after"] and r["again"] is False
     print(f"loading the compiled core from the cache: {r['load_seconds']:.2f} s")
 
@@ -330,3 +343,108 @@ def test_a_restart_changes_only_the_stuck_limbs_first():
             first_failed += 1
             solved += solve(tree, objectives, np.zeros(tree.n), max_iterations=3000, restarts=True, rng=i).success
     assert first_failed >= 3 and solved == first_failed, (first_failed, solved)
+
+
+def _memetic_all(tree, problems, enabled, **kw):
+    compiled.set_enabled(enabled)
+    try:
+        return [solve(tree, objectives, q0, "memetic", rng=i, **kw) for i, (objectives, q0) in enumerate(problems)]
+    finally:
+        compiled.set_enabled(True)
+
+
+def _judged_by_numpy(tree, objectives, res):
+    assert np.allclose(tree.project(res.q), res.q, rtol=0, atol=1e-12)  # feasible
+    return res.success and Problem(tree, objectives).satisfied(tree.state(res.q))
+
+
+@pytest.mark.parametrize("robot", ROBOTS[1:4], ids=[r[0] for r in ROBOTS[1:4]])
+def test_the_compiled_memetic_solves_as_well_as_numpy(robot):
+    """The same targets, seeds and generations: the compiled memetic solver (LM as its exploitation, its default
+    there; and with L-BFGS-B) solves as many as numpy's (L-BFGS-B, its default there), each success judged by the
+    numpy objectives; the elites it returns are feasible and ranked."""
+    tree = _robot(*robot)
+    rng = np.random.default_rng(5)
+    tip = robot[2]
+    targets = tree.fk_batch(tree.random_configurations(rng, 16))[:, tree.link(tip)]
+    problems = [([Pose(tip, T)], q0) for T, q0 in zip(targets, tree.random_configurations(rng, 16))]
+    ref = _memetic_all(tree, problems, False, max_iterations=30)
+    solved_ref = sum(_judged_by_numpy(tree, p[0], r) for p, r in zip(problems, ref))
+    for exploit in ("lm", "lbfgsb"):
+        fast = _memetic_all(tree, problems, True, max_iterations=30, exploit=exploit)
+        solved = sum(_judged_by_numpy(tree, p[0], r) for p, r in zip(problems, fast))
+        assert solved >= solved_ref - 1 and solved >= 13, (exploit, solved, solved_ref)
+        for r in fast:
+            fits = [f for _, f in r.elites]
+            assert r.iterations <= 30 and fits[0] == min(fits) and all(np.all(tree.project(q) == q) for q, _ in r.elites)
+
+
+def test_the_compiled_memetic_solves_bone_trees_with_many_goals():
+    """Random bone trees (limits, locks, stiffness, stretch; free roots) with up to three reachable poses and a
+    look-at each: the compiled memetic solver (either exploitation) meets all within five generations as often as
+    numpy's does."""
+    rng, trees = _bone_trees(21, 12)
+    problems = []
+    for tree in trees:
+        W = tree.fk_batch(tree.random_configurations(rng, 1))[0]
+        links = [tree.link_names[i] for i in rng.choice(np.arange(1, len(tree.link_names)), 4)]
+        goals = [Pose(link, W[tree.link(link)]) for link in dict.fromkeys(links[:3])]
+        M = W[tree.link(links[3])]
+        goals.append(LookAt(links[3], M[:3, 3] + M[:3, :3] @ [0.0, 2.0, 0.0]))
+        problems.append((tree, goals, tree.random_configurations(rng, 1)[0]))
+    solved = {}
+    for enabled, exploit in ((False, None), (True, "lm"), (True, "lbfgsb")):
+        results = [_memetic_all(tree, [(goals, q0)], enabled, max_iterations=5, exploit=exploit)[0]
+                   for tree, goals, q0 in problems]
+        solved[enabled, exploit] = sum(_judged_by_numpy(t, g, r) for (t, g, _), r in zip(problems, results))
+    assert min(solved.values()) >= max(solved[False, None] - 1, 10), solved
+    print(f"solved within five generations (path, exploitation): {solved} of {len(problems)}")
+
+
+def test_the_compiled_fitness_is_numpys_eq14_with_its_gradient():
+    """fitness_gradients (what the compiled generations select by and L-BFGS-B minimises): Omega^2 equal to
+    memetic.Fitness's (eq. 14 over eq. 15's losses) on random bone trees with every goal but Distance (whose loss
+    is LM's residual there), its gradient equal to finite differences; the extinction factors (eq. 18) numpy's."""
+    from fullbody_ik.solvers import memetic
+
+    rng, trees = _bone_trees(31, 6)
+    for tree in trees:
+        goals = [g for g in _every_goal(tree, rng) if not isinstance(g, Distance)]
+        problem = Problem(tree, goals)
+        k = compiled.kernel(problem)
+        T, G = k.tree_arrays(), k.goal_arrays()
+        chain = np.array([tree.chain_length(i) for i in range(len(tree.link_names))])
+        Q = tree.random_configurations(rng, 4)
+        f, g, met = compiled.fitness_gradients(Q, T, G, chain)
+        assert np.allclose(f, memetic.Fitness(problem).batch(Q) ** 2, rtol=1e-9, atol=1e-14)
+        for p, q in enumerate(Q):
+            eps, fd = 1e-6, np.zeros(tree.n)
+            for v in range(tree.n):
+                e = np.eye(tree.n)[v] * eps
+                fd[v] = (compiled.fitness_gradients((q + e)[None], T, G, chain)[0][0]
+                         - compiled.fitness_gradients((q - e)[None], T, G, chain)[0][0]) / (2 * eps)
+            assert np.allclose(g[p], fd, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(fd).max()))
+            assert met[p] == problem.satisfied(problem.state(q))
+    phi = np.sort(np.random.default_rng(0).random(9))
+    assert np.allclose(compiled._extinction(phi), memetic._extinction(phi), atol=1e-15)
+
+
+def test_the_memetic_exploitation_defaults_to_each_paths_best():
+    """Compiled, LM exploits the elites; on numpy, L-BFGS-B; either can be asked for on both; a misspelt
+    exploitation is an error on both."""
+    tree = _robot(*ROBOTS[0])
+    goal = [Position(ROBOTS[0][2], [9.0, 9.0, 9.0])]  # unreachable: every generation runs
+    for enabled in (True, False):
+        compiled.set_enabled(enabled)
+        try:
+            for exploit in (None, "lm", "lbfgsb"):
+                timings = {}
+                res = solve(tree, goal, None, "memetic", max_iterations=2, rng=0, timings=timings, exploit=exploit)
+                assert res.iterations == 2 and timings["exploitation"] > 0 and timings["offspring"] > 0
+                assert timings.get("compiled", False) == enabled
+                if enabled:
+                    assert timings["exploit"] == exploit or (exploit is None and timings["exploit"] == "lm")
+            with pytest.raises(ValueError, match="exploit"):
+                solve(tree, goal, None, "memetic", max_iterations=2, exploit="bfgs")
+        finally:
+            compiled.set_enabled(True)

@@ -5,13 +5,23 @@ import numpy as np
 import pytest
 from helpers import random_tree
 
-from fullbody_ik.solvers import Distance, LookAt, Orientation, Pose, Position, solve
+from fullbody_ik.solvers import Distance, LookAt, Orientation, Pose, Position, compiled, solve
 from fullbody_ik.solvers.memetic import Fitness, _extinction, default_elites, default_population
 from fullbody_ik.solvers.problem import Problem
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def path(request):
+    """Each test of the solver's behaviour on both paths: its generations compiled, and the numpy reference."""
+    if request.param == "compiled" and not compiled.available():
+        pytest.skip("numba is not installed")
+    compiled.set_enabled(request.param == "compiled")
+    yield request.param
+    compiled.set_enabled(True)
+
+
 @pytest.mark.parametrize("exploit", ["lbfgsb", "lm"])
-def test_memetic_solves_full_poses(iiwa, exploit):
+def test_memetic_solves_full_poses(iiwa, exploit, path):
     rng = np.random.default_rng(0)
     solved = 0
     for k in range(8):
@@ -23,7 +33,7 @@ def test_memetic_solves_full_poses(iiwa, exploit):
     assert solved >= 7
 
 
-def test_same_seed_same_generations_same_answer(iiwa):
+def test_same_seed_same_generations_same_answer(iiwa, path):
     objs = [Position("lbr_iiwa_link_7", [2.0, 1.0, 0.5]), LookAt("lbr_iiwa_link_4", [0.0, 1.0, 2.0])]  # unreachable
     a = solve(iiwa, objs, None, method="memetic", max_iterations=3, rng=42)
     b = solve(iiwa, objs, None, method="memetic", max_iterations=3, rng=42)
@@ -32,7 +42,7 @@ def test_same_seed_same_generations_same_answer(iiwa):
     assert not np.array_equal(a.q, c.q)
 
 
-def test_elites_are_distinct_and_ranked(iiwa):
+def test_elites_are_distinct_and_ranked(iiwa, path):
     res = solve(iiwa, [Position("lbr_iiwa_link_7", [0.3, 0.2, 0.6])], None, method="memetic", max_iterations=5,
                 rng=1, population=60, elites=4)
     assert 1 <= len(res.elites) <= 4
@@ -78,7 +88,7 @@ def test_defaults_follow_the_paper():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_memetic_keeps_limits_on_random_trees_and_unreachable_goals(seed):
+def test_memetic_keeps_limits_on_random_trees_and_unreachable_goals(seed, path):
     rng = np.random.default_rng(seed)
     tree = random_tree(seed, n_links=6, free_root=seed % 2 == 0)
     links = tree.link_names[1:]
@@ -90,7 +100,7 @@ def test_memetic_keeps_limits_on_random_trees_and_unreachable_goals(seed):
         assert not res.success
 
 
-def test_time_limit_cuts_generations(iiwa):
+def test_time_limit_cuts_generations(iiwa, path):
     res = solve(iiwa, [Position("lbr_iiwa_link_7", [9.0, 9.0, 9.0])], None, method="memetic", time_limit=0.03,
                 rng=0)
     assert not res.success and res.elapsed < 0.03 + 0.03
@@ -98,7 +108,8 @@ def test_time_limit_cuts_generations(iiwa):
 
 def test_exploitation_ends_the_solve_when_an_elite_meets_every_objective(iiwa, monkeypatch):
     """The elites' L-BFGS-B runs are evaluated together, and the first evaluated point that meets every
-    objective ends them all (without it each run would go on to its 40 iterations)."""
+    objective ends them all (without it each run would go on to its 40 iterations). (numpy path)"""
+    monkeypatch.setattr(compiled, "_enabled", False)
     calls = []
     evaluate = Fitness.evaluate
 
