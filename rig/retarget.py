@@ -427,6 +427,9 @@ def retarget(scene, source, target, options=None, progress=None):
         report.hands_mm = report.feet.held_mm
         report.action = target.animation_data.action.name
     scene.frame_set(before_frame)
+    # The scene plays the whole new action: its range grows to cover it (a batch's saved file played in Blender
+    # stopped at the scene's old end), never shrinks.
+    scene.frame_start, scene.frame_end = min(scene.frame_start, first), max(scene.frame_end, last)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -317,6 +317,25 @@ def test_hands_held_where_the_sources_are_from_its_pelvis():
     assert "hands held" in report.text()
 
 
+def test_the_scene_range_grows_to_play_the_whole_retargeted_action():
+    """A clip longer than the scene's range: after retargeting, the scene plays all of it (its end grows to the
+    action's last frame); a clip inside the range leaves the range as it was."""
+    scenes.fresh(bpy)
+    source = scenes.import_cmu(bpy, "02_01")[0]
+    first, last = (int(f) for f in source.animation_data.action.frame_range)
+    target = scenes.metarig(bpy)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = first + 3, first + 50
+    bpy.context.view_layer.update()
+    report = retarget(scene, source, target, RetargetOptions(ik=False))
+    action = bpy.data.actions[report.action]
+    assert last > first + 100 and (scene.frame_start, scene.frame_end) == (first, last)
+    assert tuple(int(f) for f in action.frame_range) == (first, last)
+    scene.frame_end = last + 40
+    retarget(scene, source, target, RetargetOptions(first + 5, first + 30, ik=False))
+    assert (scene.frame_start, scene.frame_end) == (first, last + 40)
+
+
 def test_a_clip_animated_on_a_generated_rigify_rig_is_a_source_through_its_deform_bones():
     """A walk keyed on a generated Rigify rig's controls (its deform bones following by constraints) is read
     through the DEF bones' preset onto mannequiny: mapped whole, its feet planted without skate."""
