@@ -62,6 +62,7 @@ except Exception:  # not installed, or its llvmlite cannot load here: the numpy 
 BACKGROUND_LIMIT = 900.0  # seconds: a background compile still running then is stopped (numpy serves)
 _background = None  # the compile running in another process (warm_in_background): (process, start time, log)
 _background_error = ""
+_memetic_error = ""  # the background compile failed after the core was ready: the memetic solver runs on numpy
 
 
 def available():
@@ -81,16 +82,17 @@ def compiling():
 
 
 def memetic_compiling():
-    """Whether warm_in_background's compile is still running (it compiles the memetic solver's part last: meanwhile
-    that solver runs on numpy)."""
-    return _background_running()
+    """Whether the memetic solver's compiled part is not ready: warm_in_background's compile is still running (it
+    compiles that part last), or it failed there. Meanwhile that solver runs on numpy."""
+    return _background_running() or bool(_memetic_error)
 
 
 def _background_running():
     global _background, _background_error
     if _background is None:
         return False
-    process, started, log, _ = _background
+    global _memetic_error
+    process, started, log, core_ready = _background
     if process.poll() is None:
         if time.monotonic() - started < BACKGROUND_LIMIT:
             return True
@@ -103,6 +105,11 @@ def _background_running():
                 tail = fh.read()[-2000:]
         except OSError:
             tail = ""
+        if core_ready or os.path.exists(_warm_stamp()):  # the core compiled: only the memetic solver's part failed
+            _memetic_error = f"exit code {process.returncode}"
+            print(f"Full-Body IK: the memetic solver's compiled part could not be compiled ({_memetic_error}); it "
+                  f"runs on numpy.\n{tail}")
+            return False
         _background_error = f"exit code {process.returncode}"
         set_enabled(False)
         print(f"Full-Body IK: the compiled core could not be compiled ({_background_error}); the numpy path serves."
@@ -120,6 +127,8 @@ def status():
         return f"numpy (the compiled core failed to compile: {_background_error})"
     if not _enabled:
         return "numpy (the compiled core is switched off)"
+    if _memetic_error:
+        return f"compiled; the memetic solver on numpy (its part failed to compile: {_memetic_error})"
     if memetic_compiling():
         return (f"compiled; the memetic solver on numpy while its part compiles ({time.monotonic() - _background[1]:.0f}"
                 " s; once per machine)")
@@ -141,8 +150,8 @@ def warm_in_background():
     path, when the cache does not hold them yet: Blender's UI never waits for a compile. Returns whether a
     compile was started; available() turns true when it has finished (this process then loads the cache)."""
     global _background
-    if not available() or os.path.exists(_warm_stamp("memetic")):
-        return False
+    if not available() or _background is not None or os.path.exists(_warm_stamp("memetic")):
+        return False  # (a compile still running for its memetic part: not a second one)
     import subprocess
 
     # This module by its own name (an extension's is bl_ext.<repository>.<id>...): its parent packages made
@@ -1548,10 +1557,11 @@ def _omega_squared(q, T, G, chain, ws, r, J, errors, grad):
             total += wt * f * f
             count += 1
             if want and w > 0.0 and d > 0.0:  # (at d = 0, f = 0: no gradient)
-                df_dd = math.pi / s - math.pi * d * 0.5 * ((lam + d) + (length + d)) / s ** 3
-                df_dl = -math.pi * d * 0.5 * (length + d) / s ** 3
-                cd = df_dd / (w * d)  # d d = (p - t)^T dp / d, dp = J rows / w
-                cl = df_dl / (w * lam) if lam > 0.0 else 0.0  # d lambda = p^T dp / lambda
+                s3 = max(s * s * s, 1e-300)  # (numba raises on a division by zero, where numpy gives inf)
+                df_dd = math.pi / s - math.pi * d * 0.5 * ((lam + d) + (length + d)) / s3
+                df_dl = -math.pi * d * 0.5 * (length + d) / s3
+                cd = df_dd / max(w * d, 1e-300)  # d d = (p - t)^T dp / d, dp = J rows / w
+                cl = df_dl / max(w * lam, 1e-300) if lam > 0.0 else 0.0  # d lambda = p^T dp / lambda
                 for v in range(n):
                     dd = (r[row] * J[row, v] + r[row + 1] * J[row + 1, v] + r[row + 2] * J[row + 2, v]) / w
                     dl = px * J[row, v] + py * J[row + 1, v] + pz * J[row + 2, v]
@@ -1654,9 +1664,10 @@ def _rank_pick(available, count, cum):
     return available[min(np.searchsorted(cum[:count], u, side="right"), count - 1)]
 
 
-PROGRESS = 0.99  # an elite's exploitation counts as progress (no wipe-out, eq. 24) when it lowers phi by 1 %: LM
-# creeping along a limit lowers it a little at every generation, and the population would never be wiped out
-# (measured on a bone tree with four goals: 47 -> 66 of 100 seeds solved within 15 generations)
+PROGRESS = 0.99  # a generation makes progress (no wipe-out, eq. 24) when it lowers the best phi or an exploited
+# elite's by more than 1 %: LM creeping along a limit lowers them a little at every generation, and the population
+# would never be wiped out (measured on a bone tree with four goals: 47 -> 66 of 100 seeds solved within 15
+# generations, elites only)
 
 
 @njit(cache=True)
@@ -1679,13 +1690,13 @@ def _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors):
 
 
 @njit(cache=True)
-def _offspring(X, M, phi, elites, waves, low, span, T, G, chain, ws, r, J, errors):
+def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, errors):
     """Eq. 17-20 and 23: the population after the elites replaced by children of the population as it is (its
     ranks, extinction factors xi), bred in ``waves`` (each wave's parents beaten by a child leave the mating pool,
-    niching by pre-selection, before the next wave); then sorted. (memetic.run's offspring, one child at a time.)"""
+    niching by pre-selection, before the next wave); then sorted. xi: the extinction factors (eq. 18) of the
+    population as it was sorted before the elites' exploitation. (memetic.run's offspring, one child at a time.)"""
     P, n = X.shape
     C = P - elites
-    xi = _extinction(phi)
     pool = np.ones(P, dtype=np.bool_)
     Xo, Mo, phio = np.empty((C, n)), np.empty((C, n)), np.empty(C)
     parents = np.empty((C, 2), dtype=np.int64)
@@ -1744,32 +1755,34 @@ def _offspring(X, M, phi, elites, waves, low, span, T, G, chain, ws, r, J, error
 
 
 @njit(cache=True)
-def _generation_end(X, M, phi, best, best_phi, elite_improved, elites, waves, low, span, T, G, chain, ws, r, J,
-                    errors):
+def _generation_end(X, M, phi, xi, best, best_phi, elite_improved, elites, waves, low, span, T, G, chain, ws, r,
+                    J, errors):
     """The rest of a generation after the elites' exploitation: offspring, the solution updated, and when neither
     the elites nor the offspring improved it, the population wiped out around it (eq. 24). Returns whether the
     solution meets every goal."""
-    _offspring(X, M, phi, elites, waves, low, span, T, G, chain, ws, r, J, errors)
+    _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, errors)
+    improved = phi[0] < PROGRESS * best_phi[0]  # (the best creeping forward does not hold off the wipe-out either)
     if phi[0] < best_phi[0]:
         best[:] = X[0]
         best_phi[0] = phi[0]
-    elif not elite_improved:
+    if not improved and not elite_improved:
         _initialise(X, M, phi, best, low, span, T, G, chain, ws, r, J, errors)
     return _fitness(best, T, G, chain, ws, r, J, errors)[1]
 
 
 @njit(cache=True)
 def _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain):
-    """One generation of Algorithm 1 given the elites' exploited points X_new (eq. 22; L-BFGS-B's, run outside):
-    as _generations'. Returns whether best meets every goal."""
+    """One generation of Algorithm 1 (X, M, phi sorted; best, best_phi (1,)) given the elites' exploited points X_new
+    (eq. 22; LM's or L-BFGS-B's, run by the caller). Returns whether best meets every goal."""
     ws, r, J, errors = _memetic_workspace(X.shape[1], T, G)
+    xi = _extinction(phi)  # (eq. 18 on the population as sorted, before the elites change)
     improved, solved = _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors)
     if solved >= 0:
         best[:] = X_new[solved]
         best_phi[0] = _fitness(best, T, G, chain, ws, r, J, errors)[0]
         return True
-    return _generation_end(X, M, phi, best, best_phi, improved, X_new.shape[0], waves, low, span, T, G, chain, ws, r,
-                           J, errors)
+    return _generation_end(X, M, phi, xi, best, best_phi, improved, X_new.shape[0], waves, low, span, T, G, chain,
+                           ws, r, J, errors)
 
 
 @njit(cache=True)
@@ -1848,9 +1861,10 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     while not met and not budget.exhausted():
         budget.tick()
         start = time.perf_counter()
-        if exploit == "lm":  # each elite's LM iterations (lm_kernel)
+        if exploit == "lm":  # each elite's LM iterations (lm_kernel), while the time lasts
             for e in range(E):
-                elites_space[e] = lm_kernel(X[e].copy(), exploit_iterations, 0, bias, 1.0, 1e-12, 1e-12, 8, T, G)[0]
+                elites_space[e] = X[e] if budget.past_deadline() else \
+                    lm_kernel(X[e].copy(), exploit_iterations, 0, bias, 1.0, 1e-12, 1e-12, 8, T, G)[0]
             X_new = elites_space
         else:  # scipy's L-BFGS-B, the elites in lockstep, on the compiled fitness and gradient
             X_new, _, _ = lbfgsb.minimize_batch(fg, X[:E].copy(), tree._clip_lower, tree._clip_upper,

@@ -429,6 +429,86 @@ def test_the_compiled_fitness_is_numpys_eq14_with_its_gradient():
     assert np.allclose(compiled._extinction(phi), memetic._extinction(phi), atol=1e-15)
 
 
+def _population(tree, goals, P, seed):
+    problem = Problem(tree, goals)
+    k = compiled.kernel(problem)
+    T, G = k.tree_arrays(), k.goal_arrays()
+    chain = np.array([tree.chain_length(i) for i in range(len(tree.link_names))])
+    n = tree.n
+    X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
+    best, best_phi = tree.random_configurations(seed, 1)[0], np.empty(1)
+    low, span = np.ascontiguousarray(tree.sample_lower), np.ascontiguousarray(tree.span())
+    none = np.empty((0, n))
+
+    def call(task, X_new, seed):
+        return compiled.memetic(task, X, M, phi, best, best_phi, X_new, none, np.zeros(0, dtype=bool), seed, 2, low,
+                                span, T, G, chain)
+
+    call(compiled._START, none, seed)
+    best[:], best_phi[0] = X[0], phi[0]
+    return X, M, phi, best, best_phi, call, (T, G, chain)
+
+
+def test_a_compiled_generation_keeps_elites_sorted_feasible_individuals():
+    """One generation with the elites not exploited (X_new = the elites): they are kept (elitism), the population
+    is sorted by its fitness, every individual is feasible and its phi its own, the solution never worsens; an
+    elite's exploited point that is fitter replaces it, with its momentum g <- U g + (x' - x)."""
+    tree = _robot(*ROBOTS[0])
+    goal = [Position(ROBOTS[0][2], [0.4, 0.3, 0.5]), LookAt("lbr_iiwa_link_5", [1.0, 0.0, 2.0])]
+    X, M, phi, best, best_phi, call, (T, G, chain) = _population(tree, goal, 40, 3)
+    E = 4
+    for generation in range(5):
+        elites, before = X[:E].copy(), best_phi[0]
+        call(compiled._GENERATION, np.ascontiguousarray(X[:E]), 100 + generation)
+        assert np.all(np.diff(phi) >= 0) and best_phi[0] <= before
+        assert np.allclose(np.sqrt(compiled.fitness_gradients(X, T, G, chain)[0]), phi, rtol=1e-12)
+        assert all(tree.is_feasible(x) for x in X)
+        kept = [any(np.array_equal(x, e) for x in X) for e in elites]
+        wiped = any(np.array_equal(x, best) for x in X) and sum(kept) <= 1  # eq. 24: the solution and new ones
+        assert all(kept) or wiped, kept
+    # a fitter exploited point replaces its elite, and moves its momentum by the step
+    X_new = X[:E].copy()
+    X_new[1] = X[0]  # as fit as the best: fitter than elite 1 unless equal
+    old_x, old_m, old_phi = X[1].copy(), M[1].copy(), phi[1]
+    improved, _ = compiled._adopt_elites(X, M, phi, X_new, T, G, chain, *compiled._memetic_workspace(tree.n, T, G))
+    if phi[0] < old_phi:
+        assert improved and np.array_equal(X[1], X_new[1]) and phi[1] == phi[0]
+        step = X_new[1] - old_x
+        assert np.all((M[1] - step) * np.sign(old_m) >= -1e-12) and np.all(np.abs(M[1] - step) <= np.abs(old_m) + 1e-12)
+
+
+def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
+    """_offspring (eq. 17-20, 23): the elites stay, every other individual is a new one (no parent copied), feasible,
+    its phi its own, the population sorted; bred from the parents: with every parent at one configuration and no
+    momentum, recombination and adoption give it back and only mutation (by the extinction factors, eq. 18-19)
+    moves genes, each by at most the factor times its span."""
+    tree = _robot(*ROBOTS[2])
+    tip = ROBOTS[2][2]
+    goal = [Pose(tip, tree.fk_batch(tree.random_configurations(1, 1))[0, tree.link(tip)])]
+    X, M, phi, best, best_phi, call, (T, G, chain) = _population(tree, goal, 30, 5)
+    ws = compiled._memetic_workspace(tree.n, T, G)
+    E = 3
+    before = X.copy()
+    compiled._offspring(X, M, phi, compiled._extinction(phi), E, 2, np.ascontiguousarray(tree.sample_lower),
+                        np.ascontiguousarray(tree.span()), T, G, chain, *ws)
+    assert all(any(np.array_equal(x, e) for x in X) for e in before[:E])
+    new = [x for x in X if not any(np.array_equal(x, e) for e in before[:E])]
+    assert len(new) == len(X) - E and not any(np.array_equal(x, y) for x in new for y in before)
+    assert all(tree.is_feasible(x) for x in X) and np.all(np.diff(phi) >= 0)
+    assert np.allclose(np.sqrt(compiled.fitness_gradients(X, T, G, chain)[0]), phi, rtol=1e-12)
+    q = tree.random_configurations(2, 1)[0]
+    X[:] = q
+    M[:] = 0.0
+    phi[:] = np.linspace(1.0, 2.0, len(phi))  # extinction factors 0 (the best) ... 1
+    xi = compiled._extinction(phi)
+    np.random.seed(0)
+    compiled._offspring(X, M, phi, xi, E, 2, np.ascontiguousarray(tree.sample_lower),
+                        np.ascontiguousarray(tree.span()), T, G, chain, *ws)
+    moved = np.abs(X - q)
+    assert moved.max() > 0.01 and np.all(moved <= tree.span() + 1e-9)
+    assert np.allclose(M[np.all(moved < 1e-15, axis=1)], 0.0)
+
+
 def test_the_memetic_exploitation_defaults_to_each_paths_best():
     """Compiled, LM exploits the elites; on numpy, L-BFGS-B; either can be asked for on both; a misspelt
     exploitation is an error on both."""
@@ -448,3 +528,35 @@ def test_the_memetic_exploitation_defaults_to_each_paths_best():
                 solve(tree, goal, None, "memetic", max_iterations=2, exploit="bfgs")
         finally:
             compiled.set_enabled(True)
+
+
+def test_a_failed_compile_of_the_memetic_part_leaves_the_core_on(tmp_path, monkeypatch):
+    """The background compile fails after the core's part was ready: the core keeps serving, only the memetic solver
+    runs on numpy, and the status says why; a failure before the core was ready switches the compiled path off."""
+    class Ended:
+        returncode = 1
+
+        def poll(self):
+            return 1
+
+    log = tmp_path / "warm.log"
+    log.write_text("numba: something went wrong\n")
+    was = compiled._enabled
+    monkeypatch.setattr(compiled, "_background", [Ended(), __import__("time").monotonic(), str(log), True])
+    monkeypatch.setattr(compiled, "_memetic_error", "")
+    monkeypatch.setattr(compiled, "_background_error", "")
+    try:
+        assert not compiled.compiling() and compiled.memetic_compiling() and compiled.available()
+        assert "memetic solver on numpy (its part failed" in compiled.status()
+        assert compiled.warm_in_background() is False  # not again this session
+        tree = _robot(*ROBOTS[0])
+        timings = {}
+        solve(tree, [Position(ROBOTS[0][2], [0.3, 0.2, 0.6])], None, "memetic", max_iterations=2, rng=0,
+              timings=timings)
+        assert "compiled" not in timings
+        monkeypatch.setattr(compiled, "_memetic_error", "")
+        monkeypatch.setattr(compiled, "_warm_stamp", lambda part="core": str(tmp_path / f"no-{part}"))
+        monkeypatch.setattr(compiled, "_background", [Ended(), __import__("time").monotonic(), str(log), False])
+        assert not compiled.compiling() and not compiled.available() and "failed to compile" in compiled.status()
+    finally:
+        compiled.set_enabled(was)

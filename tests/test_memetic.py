@@ -14,10 +14,11 @@ from fullbody_ik.solvers.problem import Problem
 def path(request):
     """Each test of the solver's behaviour on both paths: its generations compiled, and the numpy reference."""
     if request.param == "compiled" and not compiled.available():
-        pytest.skip("numba is not installed")
+        pytest.skip("numba is not installed, or the compiled path is switched off")
+    was = compiled._enabled
     compiled.set_enabled(request.param == "compiled")
     yield request.param
-    compiled.set_enabled(True)
+    compiled.set_enabled(was)
 
 
 @pytest.mark.parametrize("exploit", ["lbfgsb", "lm"])
