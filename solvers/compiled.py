@@ -150,8 +150,8 @@ def warm_in_background():
     path, when the cache does not hold them yet: Blender's UI never waits for a compile. Returns whether a
     compile was started; available() turns true when it has finished (this process then loads the cache)."""
     global _background
-    if not available() or _background is not None or os.path.exists(_warm_stamp("memetic")):
-        return False  # (a compile still running for its memetic part: not a second one)
+    if not available() or _background is not None or _memetic_error or os.path.exists(_warm_stamp("memetic")):
+        return False  # (a compile still running for its memetic part, or failed there this session: not again)
     import subprocess
 
     # This module by its own name (an extension's is bl_ext.<repository>.<id>...): its parent packages made
