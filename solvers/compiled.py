@@ -1755,34 +1755,26 @@ def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, e
 
 
 @njit(cache=True)
-def _generation_end(X, M, phi, xi, best, best_phi, elite_improved, elites, waves, low, span, T, G, chain, ws, r,
-                    J, errors):
-    """The rest of a generation after the elites' exploitation: offspring, the solution updated, and when neither
-    the elites nor the offspring improved it, the population wiped out around it (eq. 24). Returns whether the
-    solution meets every goal."""
-    _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, errors)
-    improved = phi[0] < PROGRESS * best_phi[0]  # (the best creeping forward does not hold off the wipe-out either)
-    if phi[0] < best_phi[0]:
-        best[:] = X[0]
-        best_phi[0] = phi[0]
-    if not improved and not elite_improved:
-        _initialise(X, M, phi, best, low, span, T, G, chain, ws, r, J, errors)
-    return _fitness(best, T, G, chain, ws, r, J, errors)[1]
-
-
-@njit(cache=True)
 def _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain):
     """One generation of Algorithm 1 (X, M, phi sorted; best, best_phi (1,)) given the elites' exploited points X_new
-    (eq. 22; LM's or L-BFGS-B's, run by the caller). Returns whether best meets every goal."""
+    (eq. 22; LM's or L-BFGS-B's, run by the caller): their adoption, offspring, the solution updated, and when
+    neither made progress (PROGRESS), the population wiped out around it (eq. 24). Returns whether best meets every
+    goal."""
     ws, r, J, errors = _memetic_workspace(X.shape[1], T, G)
     xi = _extinction(phi)  # (eq. 18 on the population as sorted, before the elites change)
-    improved, solved = _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors)
+    elite_improved, solved = _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors)
     if solved >= 0:
         best[:] = X_new[solved]
         best_phi[0] = _fitness(best, T, G, chain, ws, r, J, errors)[0]
         return True
-    return _generation_end(X, M, phi, xi, best, best_phi, improved, X_new.shape[0], waves, low, span, T, G, chain,
-                           ws, r, J, errors)
+    _offspring(X, M, phi, xi, X_new.shape[0], waves, low, span, T, G, chain, ws, r, J, errors)
+    improved = phi[0] < PROGRESS * best_phi[0]  # (the best creeping forward does not hold off the wipe-out either)
+    if phi[0] < best_phi[0]:
+        best[:] = X[0]
+        best_phi[0] = phi[0]
+    if not improved and not elite_improved:  # eq. 24: wiped out around the solution
+        _initialise(X, M, phi, best, low, span, T, G, chain, ws, r, J, errors)
+    return _fitness(best, T, G, chain, ws, r, J, errors)[1]
 
 
 @njit(cache=True)
@@ -1844,7 +1836,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     low, span = np.ascontiguousarray(tree.sample_lower, dtype=float), np.ascontiguousarray(tree.span(), dtype=float)
     X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
     seed = lambda: int(rng.integers(2**31 - 1))  # noqa: E731 (numba's generator, seeded from ours at each call)
-    chain = np.array([tree.chain_length(i) for i in range(len(tree.link_names))])
+    chain = tree.chain_length(np.arange(len(tree.link_names)))
     none, no_grad, no_met = np.empty((0, n)), np.empty((0, n)), np.zeros(0, dtype=bool)
     best, best_phi = np.ascontiguousarray(q0, dtype=float).copy(), np.empty(1)
 
@@ -1854,7 +1846,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     bias = float(lm.bias(tree))
     call(_START, none)
     best[:], best_phi[0] = X[0], phi[0]
-    met = bool(fitness_gradients(best[None], T, G, chain)[2][0])
+    met = not k.key(best)[0]
     fg = lambda Q: fitness_gradients(Q, T, G, chain)  # noqa: E731
     elites_space = np.empty((E, n))
     clock["compiled"], clock["exploit"] = True, exploit

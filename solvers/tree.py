@@ -421,7 +421,8 @@ class Tree:
         return self.project(rng.uniform(self.sample_lower, self.sample_upper, size=(count, self.n)))
 
     def chain_length(self, link):
-        """Sum of the joint offsets from the root to a link (paper 000's L for the position loss)."""
+        """Sum of the joint offsets from the root to a link (paper 000's L for the position loss); for an array of
+        link indices, theirs."""
         if self._chain_lengths is None:
             lengths = np.zeros(len(self.link_names))
             for i in range(1, len(lengths)):

@@ -413,7 +413,7 @@ def test_the_compiled_fitness_is_numpys_eq14_with_its_gradient():
         problem = Problem(tree, goals)
         k = compiled.kernel(problem)
         T, G = k.tree_arrays(), k.goal_arrays()
-        chain = np.array([tree.chain_length(i) for i in range(len(tree.link_names))])
+        chain = tree.chain_length(np.arange(len(tree.link_names)))
         Q = tree.random_configurations(rng, 4)
         f, g, met = compiled.fitness_gradients(Q, T, G, chain)
         assert np.allclose(f, memetic.Fitness(problem).batch(Q) ** 2, rtol=1e-9, atol=1e-14)
@@ -433,7 +433,7 @@ def _population(tree, goals, P, seed):
     problem = Problem(tree, goals)
     k = compiled.kernel(problem)
     T, G = k.tree_arrays(), k.goal_arrays()
-    chain = np.array([tree.chain_length(i) for i in range(len(tree.link_names))])
+    chain = tree.chain_length(np.arange(len(tree.link_names)))
     n = tree.n
     X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
     best, best_phi = tree.random_configurations(seed, 1)[0], np.empty(1)
