@@ -23,7 +23,10 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     """
     from . import compiled
 
-    if method == "lm" and compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives):
+    covered = compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives)
+    if covered:  # compiled or loaded before the clock starts, once per process
+        compiled.prepare("memetic" if method == "memetic" else "core")
+    if method == "lm" and covered:
         # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve)
         return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options)
     with single_thread_blas():
