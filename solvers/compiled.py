@@ -1162,7 +1162,127 @@ def _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, 
 
 
 @njit(cache=True)
-def _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, sliding, dq, H, b, Lc, y):
+def _dual_workspace(row_var, n, L):
+    """_dual_step's work space: the dense rows' indices (every row but the one-variable ones of row_var), and
+    arrays for their m_d x m_d system."""
+    md = 0
+    for v in row_var:
+        md += v < 0
+    dense = np.empty(md, dtype=np.int64)
+    k = 0
+    for i in range(row_var.shape[0]):
+        if row_var[i] < 0:
+            dense[k] = i
+            k += 1
+    return (dense, np.empty(n), np.empty(n), np.empty((md, n)), np.empty((md, n)), np.empty((md, md)),
+            np.empty((md, md)), np.empty(md), np.empty(md), np.empty(md), np.empty(n), np.empty(n), np.empty((L, 2, 2)))
+
+
+@njit(cache=True)
+def _use_dual(md, n):
+    """Whether _dual_step costs less than _damped_step: its m_d^2 n + m_d^3 / 6 per solve against the normal
+    equations' m_d n^2 / 2 and n^3 / 6 (the human rig tracked on 5 goals: 21 rows, 96 variables)."""
+    return md * md * n + md ** 3 / 6.0 < n ** 3 / 6.0 + md * n * n / 2.0
+
+
+@njit(cache=True)
+def _sparse_rows(J, r, D, row_var, c, gs):
+    """The one-variable rows' (Displacement, JointValue) share of J_D^T J_D (diagonal: c) and of J_D^T r (gs)."""
+    c[:] = 0.0
+    gs[:] = 0.0
+    for k in range(row_var.shape[0]):
+        v = row_var[k]
+        if v >= 0:
+            x = J[k, v] * D[v]
+            c[v] += x * x
+            gs[v] += x * r[k]
+
+
+@njit(cache=True)
+def _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw):
+    """_damped_step's dq solved on the goals' side: with A = J_d D Z P (the dense rows d, Z dropping the held
+    variables, P sliding swings along their limits), Lambda = P Z C Z P + lam I (C the one-variable rows' diagonal:
+    Lambda is block diagonal) and g = P Z g_s their gradient, the step's system (A^T A + Lambda) x = -(A^T r_d + g)
+    is, by Woodbury's identity, x = -Lambda^-1 (A^T y + g) with (I + A Lambda^-1 A^T) y = r_d - A Lambda^-1 g: an
+    m_d x m_d system where _damped_step has an n x n one (the same x in exact arithmetic; _use_dual chooses)."""
+    dense, c, gs, A, B, K, Lk, rhs, yk, tk, g, inv, inv_blocks = dw
+    n, md = D.shape[0], dense.shape[0]
+    for k in range(md):
+        row = dense[k]
+        for i in range(n):
+            A[k, i] = 0.0 if held[i] else J[row, i] * D[i]
+    for i in range(n):
+        g[i] = 0.0 if held[i] else gs[i]
+        inv[i] = 1.0 / ((0.0 if held[i] else c[i]) + lam)
+    if any_sliding:
+        _project_rows(A.T, cols, blocks, sliding)
+        _project_rows(g.reshape((n, 1)), cols, blocks, sliding)
+        for i in range(sliding.shape[0]):  # Lambda's 2x2 blocks, inverted
+            if not sliding[i]:
+                continue
+            a, b = cols[i, 0], cols[i, 2]
+            ca, cb = 0.0 if held[a] else c[a], 0.0 if held[b] else c[b]
+            P = blocks[i]
+            p = P[0, 0] * P[0, 0] * ca + P[0, 1] * P[1, 0] * cb + lam
+            s = P[0, 0] * P[0, 1] * ca + P[0, 1] * P[1, 1] * cb
+            t = P[1, 0] * P[1, 0] * ca + P[1, 1] * P[1, 1] * cb + lam
+            det = max(p * t - s * s, 1e-300)
+            inv_blocks[i, 0, 0], inv_blocks[i, 0, 1] = t / det, -s / det
+            inv_blocks[i, 1, 0], inv_blocks[i, 1, 1] = -s / det, p / det
+            inv[a] = inv[b] = 1.0
+    for k in range(md):  # B = (Lambda^-1 A^T)^T
+        for i in range(n):
+            B[k, i] = inv[i] * A[k, i]
+    for i in range(n):  # Lambda^-1 g, into g
+        g[i] *= inv[i]
+    if any_sliding:
+        _project_rows(B.T, cols, inv_blocks, sliding)
+        _project_rows(g.reshape((n, 1)), cols, inv_blocks, sliding)
+    for k in range(md):
+        for l in range(k, md):
+            s = 0.0
+            for i in range(n):
+                s += A[k, i] * B[l, i]
+            K[k, l] = K[l, k] = s
+        K[k, k] += 1.0
+        s = r[dense[k]]
+        for i in range(n):
+            s -= A[k, i] * g[i]  # (A Lambda^-1 g)
+        rhs[k] = s
+    _spd_solve(K, rhs, yk, Lk, tk)
+    for i in range(n):
+        s = g[i]
+        for k in range(md):
+            s += B[k, i] * yk[k]
+        dq[i] = -s
+    if any_sliding:
+        _project_rows(dq.reshape((n, 1)), cols, blocks, sliding)
+    for i in range(n):
+        dq[i] = 0.0 if held[i] else D[i] * dq[i]
+
+
+@njit(cache=True)
+def _prepare_step(J, r, D, row_var, dual, pw, dw):
+    """What every solve of this iteration's step shares: the normal equations (pw: N, grad), or for _dual_step the
+    one-variable rows' share (dw)."""
+    if dual:
+        _sparse_rows(J, r, D, row_var, dw[1], dw[2])
+    else:
+        _normal_equations(J, r, D, row_var, pw[0], pw[1])
+
+
+@njit(cache=True)
+def _step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dual, pw, dw):
+    """The damped step within the held variables and sliding swings: _dual_step or _damped_step."""
+    if dual:
+        _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw)
+    else:
+        N, grad, H, b, Lc, y = pw
+        _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y)
+
+
+@njit(cache=True)
+def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw):
     """lm.constrained_step: the step re-solved while it pushes against limits q rests on, growing the active set
     (at most three times): box-bounded variables on a bound it pushes outward are held, swings on their limit
     ellipse it pushes outward slide along it. dq (the free step) is updated in place."""
@@ -1182,7 +1302,7 @@ def _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, slidi
             any_sliding = grew = True
         if not grew:
             return
-        _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y)
+        _step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dual, pw, dw)
 
 
 @njit(cache=True)
@@ -1225,12 +1345,14 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     r, J = np.empty(m), np.empty((m, n))
     r_new, J_new = np.empty(m), np.empty((m, n))
     errors, errors_new = np.zeros((G[1].shape[0], 2)), np.zeros((G[1].shape[0], 2))
-    H, Lc, N = np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
     blocks, sliding = np.empty((L, 2, 2)), np.zeros(L, dtype=np.bool_)
-    b, y, grad = np.empty(n), np.empty(n), np.empty(n)
     ws = workspace(n, L, m)
     on_limit, normals = np.zeros(L, dtype=np.bool_), np.zeros((L, 2))
     met, unmet = evaluate(q, T, G, ws, r, J, True, errors)
+    dw = _dual_workspace(ws[5], n, L)  # (ws[5]: the rows' variables, known once evaluated)
+    dual = _use_dual(dw[0].shape[0], n)
+    w = 0 if dual else n  # (the normal equations' arrays, unused on the dual side)
+    pw = (np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w))
     E = 0.5 * np.dot(r, r)
     history = np.empty(max_iterations + 1)
     history[0] = unmet
@@ -1247,14 +1369,14 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         if it >= max_iterations:
             return q, 1, it, met, E, errors, _stuck(trail, it, stall, errors, G)
         it += 1
-        _normal_equations(J, r, D, ws[5], N, grad)
+        _prepare_step(J, r, D, ws[5], dual, pw, dw)
         lam = mu * (damping_scale * E + damping_bias)
         held[:] = False
         sliding[:] = False
-        _damped_step(N, grad, lam, D, held, T[5], blocks, sliding, False, dq, H, b, Lc, y)
+        _step(J, r, lam, D, held, T[5], blocks, sliding, False, dq, dual, pw, dw)
         for i in range(L):
             on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
-        _constrained_step(q, N, grad, lam, T, held, on_limit, normals, blocks, sliding, dq, H, b, Lc, y)
+        _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw)
         q_new = project(q + dq, T)
         # the trial point evaluated with its Jacobian: taken (most steps), it is the next iterate's
         met_new, unmet_new = evaluate(q_new, T, G, ws, r_new, J_new, True, errors_new)

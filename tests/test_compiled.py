@@ -138,6 +138,56 @@ def test_bones_lm_takes_the_numpy_steps():
     assert slid  # some searches ended on a swing limit
 
 
+def test_the_dual_step_is_the_normal_equations_step():
+    """_dual_step (an m_d x m_d system for the dense rows, Woodbury) gives _damped_step's dq (n x n) on bone trees,
+    with one-variable rows, held variables and swings sliding along their limits, damping from 1e-9 to 1."""
+    rng, trees = _bone_trees(11, 40)
+    slid = dense_compared = 0
+    for tree in trees:
+        T = compiled.Kernel(Problem(tree, [Position(tree.link_names[-1], np.zeros(3))])).tree_arrays()
+        cols, n, L = T[5], tree.n, len(tree.link_names)
+        swings = [i for i in range(L) if cols[i, 0] >= 0 and cols[i, 2] >= 0]
+        for _ in range(5):
+            m = int(rng.integers(1, 2 * n + 3))
+            row_var = np.where(rng.random(m) < 0.4, rng.integers(0, n, m), -1).astype(np.int64)
+            J, r, D = rng.normal(size=(m, n)), rng.normal(size=m), rng.uniform(0.1, 1.0, n)
+            held = rng.random(n) < 0.2
+            blocks, sliding = np.tile(np.eye(2), (L, 1, 1)), np.zeros(L, dtype=bool)
+            for i in swings:
+                if rng.random() < 0.5:
+                    nu = rng.normal(size=2)
+                    nu /= np.linalg.norm(nu)
+                    blocks[i] -= np.outer(nu, nu)
+                    sliding[i] = True
+            lam = 10.0 ** rng.uniform(-9, 0)
+            N, grad = np.empty((n, n)), np.empty(n)
+            compiled._normal_equations(J, r, D, row_var, N, grad)
+            primal = np.empty(n)
+            compiled._damped_step(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal, np.empty((n, n)),
+                                  np.empty(n), np.empty((n, n)), np.empty(n))
+            dw = compiled._dual_workspace(row_var, n, L)
+            compiled._sparse_rows(J, r, D, row_var, dw[1], dw[2])
+            dual = np.empty(n)
+            compiled._dual_step(J, r, lam, D, held, cols, blocks, sliding, sliding.any(), dual, dw)
+            # the same system solved two ways: equal to what the condition numbers of both systems allow
+            P, C = np.eye(n), np.zeros(n)
+            for i in np.flatnonzero(sliding):
+                P[np.ix_(cols[i, [0, 2]], cols[i, [0, 2]])] = blocks[i]
+            np.add.at(C, row_var[row_var >= 0], (J[row_var >= 0, row_var[row_var >= 0]] * D[row_var[row_var >= 0]]) ** 2)
+            Z = np.diag(~held).astype(float)
+            A = (J[row_var < 0] * D) @ Z @ P
+            Lam = P @ Z @ np.diag(C) @ Z @ P + lam * np.eye(n)
+            cond = np.linalg.cond(A.T @ A + Lam)
+            if len(A):
+                cond = max(cond, np.linalg.cond(np.eye(len(A)) + A @ np.linalg.solve(Lam, A.T)))
+            assert np.abs(dual - primal).max() <= max(1e-11, 1e-15 * cond) * max(1.0, np.abs(primal).max())
+            assert not dual[held].any()
+            slid += sliding.any()
+            dense_compared += 0 < len(dw[0]) < n
+    assert slid > 20 and dense_compared > 20
+    assert not compiled._use_dual(6, 7) and compiled._use_dual(21, 96)  # Table I's arm: n x n; the tracked human: dual
+
+
 @pytest.mark.parametrize("robot", ROBOTS, ids=[r[0] for r in ROBOTS])
 def test_fk_residuals_and_jacobians_match_numpy_on_the_robots(robot):
     tree = _robot(*robot)
