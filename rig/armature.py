@@ -267,8 +267,8 @@ class ShownState(State):
 
 
 def shown_state(obj, tree, mapping, q):
-    """ShownState of the armature as evaluated now (call after the depsgraph is evaluated); ``q``: its pose as
-    read by read_pose (for joint-value goals)."""
+    """ShownState of the armature as evaluated now (call after the depsgraph is evaluated); ``q``: the
+    configuration joint-value goals are judged on (read_pose's, to judge the pose shown)."""
     M = _matrices(obj.pose.bones, "matrix", len(obj.pose.bones))
     world = np.broadcast_to(np.eye(4), (len(tree.link_names), 4, 4)).copy()
     world[mapping.links] = M[mapping.rows]

@@ -378,13 +378,27 @@ class Baker:
 
     def _shown_errors(self):
         """(frames, columns): every frame's goals judged on the pose Blender shows once the keys are written
-        (the keys as Blender evaluates them, and what the solve does not model: constraints, pose scale)."""
+        (the keys as Blender evaluates them, and what the solve does not model: constraints, pose scale). Only the
+        report's goals are judged, and the pose is read back (rotations as values) only when one of them is a
+        joint value: the others are judged on the evaluated bone matrices alone."""
+        from ..solvers import JointValue
+
+        judged = sorted({i for i, _ in self.columns})
+        angular = {i for i, field in self.columns if field != "error"}
         rows = []
-        for f, objectives, scale in zip(self.frames, self.objectives, self.scales):
+        for f, q, objectives, scale in zip(self.frames, self.Q, self.objectives, self.scales):
             self.scene.frame_set(f)
-            state = shown_state(self.obj, self.tree, self.mapping, read_pose(self.obj, self.tree, self.mapping))
-            rows.append(self._row([float(o.error(state)) for o in objectives], [o.details(state) for o in objectives],
-                                  scale))
+            if any(isinstance(objectives[i], JointValue) for i in judged):
+                q = read_pose(self.obj, self.tree, self.mapping)
+            state = shown_state(self.obj, self.tree, self.mapping, q)
+            errors, details = [0.0] * len(objectives), [None] * len(objectives)
+            for i in judged:
+                if i in angular:
+                    details[i] = objectives[i].details(state)
+                    errors[i] = details[i]["error"]
+                else:
+                    errors[i] = float(objectives[i].error(state))
+            rows.append(self._row(errors, details, scale))
         return np.array(rows, dtype=float).reshape(len(self.frames), len(self.labels))
 
     def _restore_frame(self):

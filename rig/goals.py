@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Goals kept on the armature -> solver objectives in armature space, and one solve of the current frame."""
 
+import math
+
 import numpy as np
 
 from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tracker
@@ -56,11 +58,11 @@ def target_matrix(obj, goal, to_armature=None):
                 raise RigError(f"target bone {goal.subtarget!r} not found in {goal.target.name!r}")
             world = world @ np.array(goal.target.pose.bones[goal.subtarget].matrix)
     local = (np.linalg.inv(np.array(obj.matrix_world)) if to_armature is None else to_armature) @ world
-    if not np.all(np.isfinite(local)):
+    if not math.isfinite(float(local.sum())):  # (any NaN or infinity makes the sum one)
         raise RigError("the target's transform is not finite (NaN or infinity)")
     R = local[:3, :3]
-    norms = np.linalg.norm(R, axis=0)
-    if np.any(norms < 1e-12):
+    norms = np.sqrt((R * R).sum(axis=0))
+    if min(norms.tolist()) < 1e-12:
         raise RigError("the target is scaled to zero")
     local[:3, :3] = R / norms
     return local
@@ -69,17 +71,18 @@ def target_matrix(obj, goal, to_armature=None):
 def world_scale(obj):
     """The armature's uniform world scale (its own and its parents', as animated); a RigError when it is not
     uniform at this frame (the solve's lengths would then depend on direction)."""
-    norms = np.linalg.norm(np.array(obj.matrix_world)[:3, :3], axis=0)
-    if not np.all(np.isfinite(norms)) or norms.min() < 1e-12:
+    (a, b, c, _), (d, e, f, _), (g, h, i, _), _ = np.array(obj.matrix_world).tolist()  # (scalar arithmetic: per frame)
+    norms = [math.sqrt(a * a + d * d + g * g), math.sqrt(b * b + e * e + h * h), math.sqrt(c * c + f * f + i * i)]
+    if not all(math.isfinite(n) for n in norms) or min(norms) < 1e-12:
         raise RigError(f"armature {obj.name!r} is scaled to zero or not finite in the world")
-    if np.linalg.det(np.array(obj.matrix_world)[:3, :3]) < 0:
+    if a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) < 0:
         raise RigError(f"armature {obj.name!r} is mirrored in the world (a negative scale, its own or a parent's): "
                        "Blender's pose and the solve's would disagree; apply the scale (Object > Apply > Scale)")
-    if norms.max() - norms.min() > 1e-5 * norms.max():
+    if max(norms) - min(norms) > 1e-5 * max(norms):
         raise RigError(f"armature {obj.name!r} is scaled non-uniformly in the world "
                        f"{tuple(round(float(n), 4) for n in norms)} (by its own or a parent's scale): "
                        "apply the scale or scale uniformly")
-    return float(norms.mean())
+    return float(sum(norms) / 3.0)
 
 
 def goal_objectives(obj, goals, tree, mapping, q_start):

@@ -12,6 +12,8 @@ An objective evaluates on a *state*: ``state.tree``, ``state.q`` (..., n) and ``
 - ``priority``: larger is more important (used by the nullspace solver; others merge all priorities).
 """
 
+import math
+
 import numpy as np
 
 POSITION_TOLERANCE = 1e-4  # m
@@ -25,7 +27,7 @@ class Objective:
 
     def __init__(self, weight=1.0, tolerance=POSITION_TOLERANCE, priority=0):
         weight = float(weight)
-        if not np.isfinite(weight) or weight < 0.0:
+        if not math.isfinite(weight) or weight < 0.0:
             raise ValueError(f"{type(self).__name__}: weight must be finite and >= 0, got {weight}")
         self.weight = weight
         self.tolerance = float(tolerance)
@@ -91,21 +93,25 @@ class Objective:
 
 def as_point(p, what):
     p = np.asarray(p, dtype=float).reshape(-1)
-    if p.shape != (3,) or not np.all(np.isfinite(p)):
+    if p.shape != (3,):
         raise ValueError(f"{what} must be three finite numbers, got {p.tolist()}")
-    if np.max(np.abs(p)) > MAX_COORDINATE:
+    x, y, z = p.tolist()  # (scalar checks: a tracking frame builds these by the dozen)
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        raise ValueError(f"{what} must be three finite numbers, got {p.tolist()}")
+    if max(abs(x), abs(y), abs(z)) > MAX_COORDINATE:
         raise ValueError(f"{what} {p.tolist()} is beyond {MAX_COORDINATE:g} in magnitude: check the units")
     return p
 
 
 def as_rotation(R, what):
     R = np.asarray(R, dtype=float)
-    if R.shape != (3, 3) or not np.all(np.isfinite(R)):
+    if R.shape != (3, 3) or not math.isfinite(float(R.sum())):  # (a sum of finite 3x3 entries is finite)
         raise ValueError(f"{what} must be a finite 3x3 matrix")
     # Re-orthonormalize (targets often come from float32 matrices with scale removed).
     U, _, Vt = np.linalg.svd(R)
     R = U @ Vt
-    if np.linalg.det(R) < 0:
+    (a, b, c), (d, e, f), (g, h, i) = R.tolist()
+    if a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) < 0:
         raise ValueError(f"{what} is a reflection, not a rotation")
     return R
 
