@@ -1174,8 +1174,8 @@ def _dual_workspace(row_var, n, L):
         if row_var[i] < 0:
             dense[k] = i
             k += 1
-    return (dense, np.empty(n), np.empty(n), np.empty((md, n)), np.empty((md, n)), np.empty((md, md)),
-            np.empty((md, md)), np.empty(md), np.empty(md), np.empty(md), np.empty(n), np.empty(n), np.empty((L, 2, 2)))
+    # (few arrays, each a stack: a long tuple costs compile time in every function it passes through)
+    return dense, np.empty((4, n)), np.empty((2, md, n)), np.empty((2, md, md)), np.empty((3, md)), np.empty((L, 2, 2))
 
 
 @njit(cache=True)
@@ -1214,7 +1214,9 @@ def _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw):
     Lambda is block diagonal) and g = P Z g_s their gradient, the step's system (A^T A + Lambda) x = -(A^T r_d + g)
     is, by Woodbury's identity, x = -Lambda^-1 (A^T y + g) with (I + A Lambda^-1 A^T) y = r_d - A Lambda^-1 g: an
     m_d x m_d system where _damped_step has an n x n one (the same x in exact arithmetic; _use_dual chooses)."""
-    dense, c, gs, A, B, K, Lk, rhs, yk, tk, g, inv, inv_blocks = dw
+    dense, vectors, AB, KL, small, inv_blocks = dw
+    c, gs, g, inv = vectors[0], vectors[1], vectors[2], vectors[3]
+    A, B, K, Lk, rhs, yk, tk = AB[0], AB[1], KL[0], KL[1], small[0], small[1], small[2]
     n, md = D.shape[0], dense.shape[0]
     for k in range(md):
         row = dense[k]
@@ -1265,36 +1267,24 @@ def _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw):
 
 
 @njit(cache=True)
-def _prepare_step(J, r, D, row_var, dual, pw, dw):
-    """What every solve of this iteration's step shares: the normal equations (pw: N, grad), or for _dual_step the
-    one-variable rows' share (dw)."""
-    if dual:
-        _sparse_rows(J, r, D, row_var, dw[1], dw[2])
-    else:
-        _normal_equations(J, r, D, row_var, pw[0], pw[1])
-
-
-@njit(cache=True)
-def _step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dual, pw, dw):
-    """The damped step within the held variables and sliding swings: _dual_step or _damped_step."""
-    if dual:
-        _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw)
-    else:
-        N, grad, H, b, Lc, y = pw
-        _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y)
-
-
-@njit(cache=True)
 def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw):
-    """lm.constrained_step: the step re-solved while it pushes against limits q rests on, growing the active set
-    (at most three times): box-bounded variables on a bound it pushes outward are held, swings on their limit
-    ellipse it pushes outward slide along it. dq (the free step) is updated in place."""
+    """The damped step into dq, then lm.constrained_step: re-solved while it pushes against limits q rests on,
+    growing the active set (at most three times): box-bounded variables on a bound it pushes outward are held,
+    swings on their limit ellipse it pushes outward slide along it. Each solve is _dual_step's or _damped_step's
+    (``dual``; pw: the normal equations' N, grad and their work space)."""
     lower, upper, cols, D = T[12], T[13], T[5], T[15]
+    N, grad, H, b, Lc, y = pw
     n = q.shape[0]
     held[:] = False
     sliding[:] = False
     any_sliding = False
-    for _ in range(3):
+    for attempt in range(4):
+        if dual:
+            _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw)
+        else:
+            _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y)
+        if attempt == 3:
+            return
         grew = False
         for v in range(n):
             h = (q[v] <= lower[v] + 1e-12 and dq[v] < 0.0) or (q[v] >= upper[v] - 1e-12 and dq[v] > 0.0)
@@ -1305,7 +1295,6 @@ def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding,
             any_sliding = grew = True
         if not grew:
             return
-        _step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dual, pw, dw)
 
 
 @njit(cache=True)
@@ -1372,11 +1361,11 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         if it >= max_iterations:
             return q, 1, it, met, E, errors, _stuck(trail, it, stall, errors, G)
         it += 1
-        _prepare_step(J, r, D, ws[5], dual, pw, dw)
+        if dual:  # what every solve of this iteration's step shares
+            _sparse_rows(J, r, D, ws[5], dw[1][0], dw[1][1])
+        else:
+            _normal_equations(J, r, D, ws[5], pw[0], pw[1])
         lam = mu * (damping_scale * E + damping_bias)
-        held[:] = False
-        sliding[:] = False
-        _step(J, r, lam, D, held, T[5], blocks, sliding, False, dq, dual, pw, dw)
         for i in range(L):
             on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
         _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw)

@@ -166,7 +166,7 @@ def test_the_dual_step_is_the_normal_equations_step():
             compiled._damped_step(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal, np.empty((n, n)),
                                   np.empty(n), np.empty((n, n)), np.empty(n))
             dw = compiled._dual_workspace(row_var, n, L)
-            compiled._sparse_rows(J, r, D, row_var, dw[1], dw[2])
+            compiled._sparse_rows(J, r, D, row_var, dw[1][0], dw[1][1])
             dual = np.empty(n)
             compiled._dual_step(J, r, lam, D, held, cols, blocks, sliding, sliding.any(), dual, dw)
             # the same system solved two ways: equal to what the condition numbers of both systems allow
