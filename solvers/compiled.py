@@ -1473,19 +1473,29 @@ def _next_start(q, seed, stuck, in_a_row, partial, T, G):
 
 
 @njit(cache=True)
-def restarts_kernel(q, seeds, restart_first, stuck, in_a_row, partial, max_iterations, stall, damping_bias,
-                    damping_scale, step_tol, residual_tol, backtracks, T, G):
-    """lm_kernel from q (or first restarted from it with seeds[0], when ``restart_first``, given its goals stuck),
-    then restarted with each of ``seeds`` in turn (_next_start; each search given up when it stalls), until one
-    meets every goal or max_iterations run out. in_a_row (1,) counts the partial restarts in a row, across calls.
-    Returns (the search's q when the iterations ran out (to go on from) or the last answer, the best q, its (met,
-    E, errors (G, 2)), seeds used, iterations, whether the iterations ran out, the last answer's stuck goals)."""
+def _random_into(out, low, span, T):
+    """A random feasible configuration into out (Tree.random_configurations: uniform in each variable's range,
+    then projected)."""
+    for v in range(out.shape[0]):
+        out[v] = low[v] + np.random.random() * span[v]
+    out[:] = project(out, T)
+
+
+@njit(cache=True)
+def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, damping_bias, damping_scale,
+                    step_tol, residual_tol, backtracks, low, span, T, G):
+    """lm_kernel from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
+    with ``seed`` when it is >= 0) in turn (_next_start; each search given up when it stalls), until one meets every
+    goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit). in_a_row (1,) counts the
+    partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from)
+    or the last answer, the best q, its (met, E, errors (G, 2)), new starts made, iterations, whether the iterations
+    ran out, the last answer's stuck goals)."""
+    if seed >= 0:
+        np.random.seed(seed)
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
     best_errors = np.zeros((G[1].shape[0], 2))
-    if restart_first and seeds.shape[0] > 0:
-        q = _next_start(q, seeds[0], stuck, in_a_row, partial, T, G)
-        used = 1
+    draw = np.empty(q.shape[0])
     while True:
         q_end, status, its, met, E, errors, stuck = lm_kernel(q, max_iterations - total, stall, damping_bias,
                                                               damping_scale, step_tol, residual_tol, backtracks,
@@ -1497,9 +1507,10 @@ def restarts_kernel(q, seeds, restart_first, stuck, in_a_row, partial, max_itera
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
         if status == 1 or total >= max_iterations:
             return q_end, best_q, best_met, best_E, best_errors, used, total, True, stuck
-        if used >= seeds.shape[0]:
+        if 0 <= max_starts <= used:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
-        q = _next_start(q_end, seeds[used], stuck, in_a_row, partial, T, G)
+        _random_into(draw, low, span, T)
+        q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
         used += 1
 
 
@@ -1568,39 +1579,56 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
             return q, MESSAGES[status]
 
 
+def kernel_seed(rng):
+    """A seed for numba's generator (the kernels' random starts) from a solve's rng: a Generator, a seed or None;
+    the same rng gives the same seed (an int is its own, without making a Generator: that costs more than a
+    compiled solve)."""
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return int(rng) % 2**32
+    if rng is None:
+        rng = _entropy
+    elif not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    return int(rng.integers(2**32))
+
+
+_entropy = np.random.default_rng()  # rng=None: fresh starts each solve
+
+
 def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12,
                  backtracks=8, damping_scale=1.0, starts=None):
     """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another
-    is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn eight at a
-    time, each search given up when it stalls, until one meets every objective or the budget ends; a restart
-    changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all: _restart).
-    (q, message) of the first success, else of the best."""
+    is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn there (seeded
+    from ``rng``), each search given up when it stalls, until one meets every objective or the budget ends; a
+    restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all:
+    _restart). (q, message) of the first success, else of the best."""
     T, G = k.tree_arrays(), k.goal_arrays()
     tree = problem.tree
     q = np.ascontiguousarray(q, dtype=float)
-    seeds = np.empty((0, tree.n))
-    restart_first, stuck, in_a_row = False, np.zeros(len(problem.objectives), dtype=bool), np.zeros(1, dtype=np.int64)
+    low, span = tree.__dict__.get("_compiled_sampling", (None, None))
+    if low is None:
+        low, span = np.ascontiguousarray(tree.sample_lower, dtype=float), np.ascontiguousarray(tree.span(), dtype=float)
+        tree._compiled_sampling = (low, span)
+    in_a_row = np.zeros(1, dtype=np.int64)
+    seed = kernel_seed(rng)
+    unbudgeted = budget.deadline is None and budget.max_iterations is None  # ten restarts, as solve allows
     best_q, best_key, count = q, (True, np.inf), 0
     while True:
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
         q, found, met, E, errors, used, iterations, ran_out, stuck = _timed(
-            k, restarts_kernel, q, seeds, restart_first, stuck, in_a_row, PARTIAL_RESTARTS, left, int(stall or 0),
-            float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol), int(backtracks), T, G)
+            k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, 10 - count if unbudgeted else -1, seed,
+            int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol),
+            int(backtracks), low, span, T, G)
+        seed = -1  # (the generator goes on in the next call)
         budget.iterations += iterations
         count += used
-        seeds = seeds[used:]
         if (not met, E) < best_key:
             best_q, best_key = found, (not met, E)
             k.remember(found, errors, E)
-        if met or (budget.deadline is None and budget.max_iterations is None and count >= 10):
-            break  # (no budget at all: ten restarts, as solve allows a local method)
-        restart_first = not ran_out
-        if restart_first:  # the seeds are used up: more, the next call restarts with the first of them
-            if not isinstance(rng, np.random.Generator):
-                rng = np.random.default_rng(rng)
-            seeds = np.ascontiguousarray(tree.random_configurations(rng, 8))
+        if met or not ran_out:  # (not run out, not met: the starts allowed are made)
+            break
     if best_key[1] == np.inf:  # nothing ran: judge the seed
         st = problem.state(q)
         return q, MESSAGES[0] if problem.satisfied(st) else MESSAGES[1]
@@ -1714,15 +1742,6 @@ def _fitness(q, T, G, chain, ws, r, J, errors):
     """(Omega, every goal met) at q (_omega_squared's root)."""
     f, met = _omega_squared(q, T, G, chain, ws, r, J, errors, np.empty(0))
     return math.sqrt(f), met
-
-
-@njit(cache=True)
-def _random_into(out, low, span, T):
-    """A random feasible configuration into out (Tree.random_configurations: uniform in each variable's range,
-    then projected)."""
-    for v in range(out.shape[0]):
-        out[v] = low[v] + np.random.random() * span[v]
-    out[:] = project(out, T)
 
 
 @njit(cache=True)

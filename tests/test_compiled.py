@@ -395,6 +395,47 @@ def test_a_restart_changes_only_the_stuck_limbs_first():
     assert first_failed >= 3 and solved == first_failed, (first_failed, solved)
 
 
+def test_the_random_restarts_are_drawn_in_the_kernel_from_the_solves_rng():
+    """The restarts' random starts are drawn inside the kernel (no return to Python to draw them: one kernel call
+    for a solve within its chunk), from numba's generator seeded from the solve's rng: the same rng (a seed or a
+    Generator) gives the same answer, another rng another search; without any budget, at most ten restarts."""
+    tree = Tree.from_urdf(os.path.join(URDF, "human.urdf"))
+    rng = np.random.default_rng(8)
+    hands_feet = ["left_hand", "right_hand", "left_foot", "right_foot"]
+    compiled.prepare("core")  # (its warm-up solve calls the kernel too)
+    calls, kernel = [], compiled.restarts_kernel
+
+    def counted(*args):
+        calls.append(args)
+        return kernel(*args)
+
+    restarted = 0
+    for W in tree.fk_batch(tree.random_configurations(rng, 6)):
+        goals = [Pose(link, W[tree.link(link)]) for link in hands_feet]
+        compiled.restarts_kernel = counted
+        try:
+            calls.clear()
+            a = solve(tree, goals, np.zeros(tree.n), max_iterations=150, restarts=True, rng=3)
+            assert len(calls) == 1  # (150 iterations: one chunk)
+        finally:
+            compiled.restarts_kernel = kernel
+        b = solve(tree, goals, np.zeros(tree.n), max_iterations=150, restarts=True, rng=3)
+        assert np.array_equal(a.q, b.q) and a.message == b.message and a.iterations == b.iterations
+        c = solve(tree, goals, np.zeros(tree.n), max_iterations=150, restarts=True, rng=np.random.default_rng(3))
+        d = solve(tree, goals, np.zeros(tree.n), max_iterations=150, restarts=True, rng=np.random.default_rng(3))
+        assert np.array_equal(c.q, d.q)
+        if "starts)" in a.message:
+            restarted += 1
+            other = solve(tree, goals, np.zeros(tree.n), max_iterations=150, restarts=True, rng=4)
+            assert not np.array_equal(other.q, a.q)
+        assert np.all(tree.project(a.q) == a.q)
+    assert restarted >= 2
+    # No budget at all: ten restarts at most (as solve allows a local method), the eleventh start not made.
+    far = [Position("right_hand", [5.0, 0.0, 0.0])]  # out of reach: every search fails
+    res = solve(tree, far, np.zeros(tree.n), restarts=True, rng=0)
+    assert not res.success and res.message.endswith("(best of 11 starts)")
+
+
 def _memetic_all(tree, problems, enabled, **kw):
     compiled.set_enabled(enabled)
     try:
