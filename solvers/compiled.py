@@ -279,7 +279,9 @@ class Kernel:
         self.targets_R[:, 0, 0] = self.targets_R[:, 1, 1] = self.targets_R[:, 2, 2] = 1.0
         self.has_p, self.has_R = np.zeros(G, dtype=np.bool_), np.zeros(G, dtype=np.bool_)
         self.has_L, self.look_axes = np.zeros(G, dtype=np.bool_), np.zeros((G, 3))
-        self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.full(G, np.inf), np.full(G, np.inf)
+        self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.empty(G), np.empty(G)
+        self.tol_p.fill(np.inf)  # (np.full costs three times as much: a tracking frame builds a Kernel per solve)
+        self.tol_R.fill(np.inf)
         self.rows = np.zeros(G, dtype=np.int64)
         references, indices = [], []
         link = tree.link_index.__getitem__
@@ -322,7 +324,8 @@ class Kernel:
             self.rows[g] = rows
         self.references = np.array(references, dtype=float).reshape(len(references), tree.n)
         width = max([tree.n] + [len(i) for i in indices])
-        self.indices = np.full((len(indices), width), -1, dtype=np.int64)
+        self.indices = np.empty((len(indices), width), dtype=np.int64)
+        self.indices.fill(-1)
         for row, idx in enumerate(indices):
             self.indices[row, :len(idx)] = idx
         self._goals = (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p,
