@@ -250,3 +250,22 @@ def test_tolerances_are_world_lengths_on_a_scaled_armature(scene):
     obj.fullbody_ik.goals[0].tolerance = 1e-4
     assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
     assert max(tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1)) <= 1.05e-4
+
+
+def test_a_joint_value_goal_is_judged_on_the_rotation_blender_shows(scene):
+    """The report judges a joint-value goal on the bone's rotation as Blender evaluates it (read back from the
+    pose after the keys are written), not on the solved value: a driver that overrides the keyed rotation shows as
+    a miss. The position goal beside it is judged on the evaluated bone matrices."""
+    obj, target = scene
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.joint_axis, g.joint_value = "JOINT_VALUE", "b0", "X", 0.2
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    column = report.goals.index("joint value b0")
+    assert report.ok and np.abs(report.errors[:, column]).max() < 2e-3  # (its tolerance: 1e-3 rad at least)
+    # The same bake, with a driver holding b0's quaternion w at 0.5 after the keys: no longer what was solved.
+    obj.animation_data.action = bpy.data.actions[report.source_action]
+    driver = obj.driver_add('pose.bones["b0"].rotation_quaternion', 0).driver
+    driver.type, driver.expression = "SCRIPTED", "0.5"
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert not report.ok and report.solved_errors[:, column].max() < 2e-3
+    assert report.errors[:, column].min() > 0.02  # judged on the driven rotation (solved: below 2e-3)
