@@ -326,6 +326,15 @@ def _finish(args, source, output, report, ok, verdict):
     return result
 
 
+def _prepare_solver(obj, method):
+    """The compiled core compiled (or loaded) before a job's clock starts: a first compile (about 40 s, once per
+    machine) says so, and a job's first frame does not count it."""
+    from .solvers import compiled
+
+    method = method or getattr(getattr(getattr(obj, "fullbody_ik", None), "settings", None), "method", "")
+    compiled.prepare("memetic" if method == "memetic" else "core")
+
+
 def run_bake(args, inside_blender=False):
     """One bake; returns the JSON-able result. Raises UsageError or Failure."""
     from .rig import RigError
@@ -338,6 +347,7 @@ def run_bake(args, inside_blender=False):
     options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
                           args.time_limit or 0.0, args.max_error,
                           None if args.max_angle is None else math.radians(args.max_angle))
+    _prepare_solver(obj, args.method)
     try:
         report = Baker(scene, obj, options).run(progress=_progress(obj, "baking"))
     except RigError as e:
@@ -359,6 +369,7 @@ def run_footplant(args, inside_blender=False):
     first, last = frames or (scene.frame_start, scene.frame_end)
     options = FootOptions(first, last, terrain, args.feet or "", args.step, args.method or "",
                           args.time_limit or 0.0, args.max_error)
+    _prepare_solver(obj, args.method)
     try:
         report = foot_placement(scene, obj, options, progress=_progress(obj, "placing the feet of"))
     except RigError as e:
@@ -461,6 +472,7 @@ def run_retarget(args):
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
                               args.time_limit or 0.0, args.hands, *maps)
+    _prepare_solver(target, "lm")
     try:
         report = retarget(bpy.context.scene, source, target, options,
                           progress=_progress(target, "retargeting onto"))

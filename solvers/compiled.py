@@ -2016,7 +2016,13 @@ def prepare(part):
     by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile has the part (numpy serves)."""
     if part in _prepared or not available() or (part == "memetic" and memetic_compiling()):
         return
-    warm(part)
+    cold = not os.path.exists(_warm_stamp(part))
+    if cold:  # a first compile is long: say so rather than seem to hang
+        print(f"Full-Body IK: compiling the solver's {'kernels' if part == 'memetic' else 'core'} (once per machine "
+              "and version, about 40-75 s; later runs load it in under a second)...", file=sys.stderr, flush=True)
+    seconds = warm(part)
+    if cold:
+        print(f"Full-Body IK: compiled in {seconds:.0f} s", file=sys.stderr, flush=True)
     _prepared.update(("core", part))
 
 

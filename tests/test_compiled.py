@@ -672,3 +672,17 @@ def test_the_compile_happens_before_a_solve_starts_its_clock(monkeypatch):
         res = solve(tree, [Pose(ROBOTS[0][2], target)], None, method, time_limit=0.05, rng=1)
         assert res.success and res.elapsed < 0.3, (method, res.elapsed)
     assert calls == ["core", "memetic"]
+
+
+def test_a_first_compile_says_so(monkeypatch, capsys, tmp_path):
+    """A cold compile (no stamp in the cache folder) is announced on stderr with the seconds it took, so a
+    command-line job's first frame does not seem to hang; a warm load says nothing."""
+    monkeypatch.setattr(compiled, "warm", lambda part="memetic": 41.0)
+    monkeypatch.setattr(compiled, "_prepared", set())
+    monkeypatch.setattr(compiled, "_warm_stamp", lambda part="core": str(tmp_path / f"{part}.ok"))
+    compiled.prepare("core")
+    err = capsys.readouterr().err
+    assert "compiling the solver's core (once per machine" in err and "compiled in 41 s" in err
+    (tmp_path / "memetic.ok").touch()
+    compiled.prepare("memetic")  # (its stamp there: loaded from the cache, quietly)
+    assert capsys.readouterr().err == ""
