@@ -472,7 +472,8 @@ def run_retarget(args):
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
                               args.time_limit or 0.0, args.hands, *maps)
-    _prepare_solver(target, "lm")
+    if not args.no_ik:  # (the foot placement solves, with the character's own solver setting)
+        _prepare_solver(target, None)
     try:
         report = retarget(bpy.context.scene, source, target, options,
                           progress=_progress(target, "retargeting onto"))

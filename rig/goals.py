@@ -58,7 +58,7 @@ def target_matrix(obj, goal, to_armature=None):
                 raise RigError(f"target bone {goal.subtarget!r} not found in {goal.target.name!r}")
             world = world @ np.array(goal.target.pose.bones[goal.subtarget].matrix)
     local = (np.linalg.inv(np.array(obj.matrix_world)) if to_armature is None else to_armature) @ world
-    if not math.isfinite(float(local.sum())):  # (any NaN or infinity makes the sum one)
+    if not all(map(math.isfinite, local.ravel().tolist())):
         raise RigError("the target's transform is not finite (NaN or infinity)")
     R = local[:3, :3]
     norms = np.sqrt((R * R).sum(axis=0))

@@ -1165,16 +1165,19 @@ def _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, 
 
 
 @njit(cache=True)
-def _dual_workspace(row_var, n, L):
+def _dual_workspace(row_var, n, L, always):
     """_dual_step's work space: the dense rows' indices (every row but the one-variable ones of row_var), and
-    arrays for their m_d x m_d system."""
+    arrays for their m_d x m_d system; empty arrays, unless ``always``, when _use_dual says the normal equations
+    cost less (the memetic solver runs lm_kernel once per elite and generation)."""
     md = 0
     for v in row_var:
         md += v < 0
+    if not always and not _use_dual(md, n):
+        n = L = md = 0
     dense = np.empty(md, dtype=np.int64)
     k = 0
     for i in range(row_var.shape[0]):
-        if row_var[i] < 0:
+        if row_var[i] < 0 and k < md:  # (none when unused: md is then 0)
             dense[k] = i
             k += 1
     # (few arrays, each a stack: a long tuple costs compile time in every function it passes through)
@@ -1344,8 +1347,8 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     ws = workspace(n, L, m)
     on_limit, normals = np.zeros(L, dtype=np.bool_), np.zeros((L, 2))
     met, unmet = evaluate(q, T, G, ws, r, J, True, errors)
-    dw = _dual_workspace(ws[5], n, L)  # (ws[5]: the rows' variables, known once evaluated)
-    dual = _use_dual(dw[0].shape[0], n)
+    dw = _dual_workspace(ws[5], n, L, False)  # (ws[5]: the rows' variables, known once evaluated)
+    dual = dw[1].shape[1] > 0  # (its work space made: the goals' side is cheaper)
     w = 0 if dual else n  # (the normal equations' arrays, unused on the dual side)
     pw = (np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w))
     E = 0.5 * np.dot(r, r)
@@ -1599,12 +1602,13 @@ _entropy = np.random.default_rng()  # rng=None: fresh starts each solve
 
 
 def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12,
-                 backtracks=8, damping_scale=1.0, starts=None):
+                 backtracks=8, damping_scale=1.0, starts=None, max_restarts=None):
     """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another
     is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn there (seeded
     from ``rng``), each search given up when it stalls, until one meets every objective or the budget ends; a
     restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all:
-    _restart). (q, message) of the first success, else of the best."""
+    _restart), ``max_restarts`` times at most (None: while the budget lasts, or ten times without any budget, as
+    solve allows a local method). (q, message) of the first success, else of the best."""
     T, G = k.tree_arrays(), k.goal_arrays()
     tree = problem.tree
     q = np.ascontiguousarray(q, dtype=float)
@@ -1614,14 +1618,16 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         tree._compiled_sampling = (low, span)
     in_a_row = np.zeros(1, dtype=np.int64)
     seed = kernel_seed(rng)
-    unbudgeted = budget.deadline is None and budget.max_iterations is None  # ten restarts, as solve allows
+    if max_restarts is None:
+        max_restarts = 10 if budget.deadline is None and budget.max_iterations is None else 10**9
+    limited = max_restarts < 10**9
     best_q, best_key, count = q, (True, np.inf), 0
     while True:
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
         q, found, met, E, errors, used, iterations, ran_out, stuck = _timed(
-            k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, 10 - count if unbudgeted else -1, seed,
+            k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
             int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol),
             int(backtracks), low, span, T, G)
         seed = -1  # (the generator goes on in the next call)

@@ -186,11 +186,12 @@ def default_starts(n):
 
 
 def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None, backtracks=4, stall=5,
-                   damping_scale=1.0, **_):
+                   damping_scale=1.0, max_restarts=None, **_):
     """Several LM searches at once (:class:`BatchLM`): the seed and ``starts - 1`` random feasible
     configurations (default: default_starts(n)). The first search that meets every objective wins; a search
     that stalls (its unmet error fell by less than 1 % over ``stall`` iterations) or cannot descend is
-    replaced by a new random start.
+    replaced by a new random start, ``max_restarts`` times at most (None: while the budget lasts); with none
+    left, the best answer once every search has stopped.
     """
     from . import compiled
 
@@ -198,7 +199,7 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
     k = compiled.kernel(problem)
     if k is not None:  # compiled, the starts one after another cost less than a batch
         return compiled.run_restarts(k, problem, q, budget, rng=rng, stall=stall, damping_bias=damping_bias,
-                                     backtracks=backtracks, damping_scale=damping_scale)
+                                     backtracks=backtracks, damping_scale=damping_scale, max_restarts=max_restarts)
     tree = problem.tree
     rng = np.random.default_rng(rng)
     K = int(starts or default_starts(tree.n))
@@ -208,6 +209,8 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
     history = [ev[4].copy()]
     age = np.zeros(K, dtype=int)
     best_q, best_key = Q[0].copy(), (True, np.inf)
+    left = np.inf if max_restarts is None or max_restarts >= 10**9 else int(max_restarts)  # restarts allowed
+    count, stopped = 0, np.zeros(K, dtype=bool)  # searches stuck with no restart left
     while True:
         sat, E = ev[3], ev[2]
         i = min(range(K), key=lambda k: (not sat[k], E[k]))
@@ -217,14 +220,20 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
             return Q[int(np.flatnonzero(sat)[0])].copy(), "every objective within tolerance"
         if budget.exhausted():
             return best_q, "budget exhausted"
+        if stopped.all():
+            return best_q, f"stalled (local minimum or limits) (best of {count + K} starts)"
         budget.tick()
         Q, ev, accepted = blm.step(Q, ev)
         age += 1
         unmet = ev[4]
         history.append(unmet.copy())
         old = history[-1 - stall] if len(history) > stall else np.full(K, np.inf)
-        stuck = (~accepted | ((age > stall) & (unmet > 0.99 * old))) & ~ev[3]
+        stuck = (~accepted | ((age > stall) & (unmet > 0.99 * old))) & ~ev[3] & ~stopped
+        if stuck.sum() > left - count:  # no restart left for some: they stop where they are
+            over = np.flatnonzero(stuck)[int(max(left - count, 0)):]
+            stopped[over], stuck[over] = True, False
         if stuck.any():  # new random starts replace the searches that are going nowhere
+            count += int(stuck.sum())
             Q[stuck] = tree.random_configurations(rng, int(stuck.sum()))
             age[stuck] = 0
             ev = blm.evaluate(Q)

@@ -150,6 +150,8 @@ def test_the_dual_step_is_the_normal_equations_step():
         for _ in range(5):
             m = int(rng.integers(1, 2 * n + 3))
             row_var = np.where(rng.random(m) < 0.4, rng.integers(0, n, m), -1).astype(np.int64)
+            if _ == 0:  # one-variable rows alone: no dense row, a 0 x 0 system
+                row_var = rng.integers(0, n, m).astype(np.int64)
             J, r, D = rng.normal(size=(m, n)), rng.normal(size=m), rng.uniform(0.1, 1.0, n)
             held = rng.random(n) < 0.2
             blocks, sliding = np.tile(np.eye(2), (L, 1, 1)), np.zeros(L, dtype=bool)
@@ -165,7 +167,7 @@ def test_the_dual_step_is_the_normal_equations_step():
             primal = np.empty(n)
             compiled._damped_step(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal, np.empty((n, n)),
                                   np.empty(n), np.empty((n, n)), np.empty(n))
-            dw = compiled._dual_workspace(row_var, n, L)
+            dw = compiled._dual_workspace(row_var, n, L, True)
             compiled._sparse_rows(J, r, D, row_var, dw[1][0], dw[1][1])
             dual = np.empty(n)
             compiled._dual_step(J, r, lam, D, held, cols, blocks, sliding, sliding.any(), dual, dw)
@@ -434,6 +436,29 @@ def test_the_random_restarts_are_drawn_in_the_kernel_from_the_solves_rng():
     far = [Position("right_hand", [5.0, 0.0, 0.0])]  # out of reach: every search fails
     res = solve(tree, far, np.zeros(tree.n), restarts=True, rng=0)
     assert not res.success and res.message.endswith("(best of 11 starts)")
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["compiled", "numpy"])
+def test_a_restart_count_holds_for_the_searches_run_at_once(enabled):
+    """solve(restarts=3) without a budget, a goal out of reach: at most three restarts, then the best answer; and
+    restarts=True without a budget: ten (the searches run at once ignored the count: compiled made ten whatever
+    it was, numpy never stopped)."""
+    from fullbody_ik.solvers.lm import default_starts
+
+    tree = _robot(*ROBOTS[0])
+    far = [Position(ROBOTS[0][2], [5.0, 0.0, 0.0])]
+    compiled.set_enabled(enabled)
+    try:
+        three = solve(tree, far, np.zeros(tree.n), restarts=3, rng=0)
+        ten = solve(tree, far, np.zeros(tree.n), restarts=True, rng=0)
+    finally:
+        compiled.set_enabled(True)
+    at_once = 1 if enabled else default_starts(tree.n)  # (numpy runs its first starts together)
+    for res, allowed in ((three, 3), (ten, 10)):
+        starts = int(res.message.rsplit("best of ", 1)[1].split(" ")[0])
+        assert not res.success and at_once < starts <= at_once + allowed, (res.message, allowed)
+    assert enabled is False or (three.message.endswith("(best of 4 starts)")
+                                and ten.message.endswith("(best of 11 starts)"))
 
 
 def _memetic_all(tree, problems, enabled, **kw):

@@ -105,7 +105,7 @@ def as_point(p, what):
 
 def as_rotation(R, what):
     R = np.asarray(R, dtype=float)
-    if R.shape != (3, 3) or not math.isfinite(float(R.sum())):  # (a sum of finite 3x3 entries is finite)
+    if R.shape != (3, 3) or not all(map(math.isfinite, R.ravel().tolist())):
         raise ValueError(f"{what} must be a finite 3x3 matrix")
     # Re-orthonormalize (targets often come from float32 matrices with scale removed).
     U, _, Vt = np.linalg.svd(R)
