@@ -85,7 +85,9 @@ def run_file(spec):
     except OSError as e:
         return dict(entry, error=f"cannot write the output {output}: {e.strerror}")
     part = part_name(output)
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # Files run at once are the batch's parallelism: one thread each (--threads says otherwise).
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               FULLBODY_IK_THREADS=os.environ.get("FULLBODY_IK_THREADS", "1"))
     prog = tuple(spec["program"]) if spec.get("program") else program()
     try:
         proc = subprocess.run(command(spec, prog, part), env=env, capture_output=True, text=True,

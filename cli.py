@@ -43,6 +43,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _frames_options(p):
+    p.add_argument("--independent-frames", action="store_true",
+                   help="solve each frame from the clip's own pose there, not from the previous frame's answer: the "
+                        "frames are solved in parallel threads (faster with many cores; measured less smooth than "
+                        "the default tracking, see the README)")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="threads for --independent-frames (default: the cores, at most 4; FULLBODY_IK_THREADS)")
+
+
 def _bake_options(p, command="bake"):
     if command == "bake":
         p.add_argument("--armature", help="armature object to bake (default: the only one with enabled goals)")
@@ -74,6 +83,7 @@ def _bake_options(p, command="bake"):
     if command == "bake":
         p.add_argument("--max-angle", type=_non_negative, metavar="DEGREES",
                        help="the same for angular goals (default 1 degree; any angle with --max-error inf)")
+    _frames_options(p)
     p.add_argument("--report", metavar="PATH.png", help="save a plot of the bake report")
     p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
 
@@ -99,8 +109,19 @@ def _retarget_options(rt):
     rt.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame of the contact solve")
     rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
                     help="a contact further off the floor fails the job (exit 1, result kept; default 0.01)")
+    _frames_options(rt)
     rt.add_argument("--report", metavar="PATH.png", help="save a plot of the contacts before and after")
     rt.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {text!r}")
+    return value
 
 
 def _non_negative(text):
@@ -346,7 +367,8 @@ def run_bake(args, inside_blender=False):
     first, last = frames or (scene.frame_start, scene.frame_end)
     options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
                           args.time_limit or 0.0, args.max_error,
-                          None if args.max_angle is None else math.radians(args.max_angle))
+                          None if args.max_angle is None else math.radians(args.max_angle),
+                          independent=args.independent_frames, workers=args.threads or 0)
     _prepare_solver(obj, args.method)
     try:
         report = Baker(scene, obj, options).run(progress=_progress(obj, "baking"))
@@ -368,7 +390,8 @@ def run_footplant(args, inside_blender=False):
     obj, scene = _armature(args, need_goals=False)
     first, last = frames or (scene.frame_start, scene.frame_end)
     options = FootOptions(first, last, terrain, args.feet or "", args.step, args.method or "",
-                          args.time_limit or 0.0, args.max_error)
+                          args.time_limit or 0.0, args.max_error, independent=args.independent_frames,
+                          workers=args.threads or 0)
     _prepare_solver(obj, args.method)
     try:
         report = foot_placement(scene, obj, options, progress=_progress(obj, "placing the feet of"))
@@ -471,7 +494,8 @@ def run_retarget(args):
         _use_action(source, args.action)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
-                              args.time_limit or 0.0, args.hands, *maps)
+                              args.time_limit or 0.0, args.hands, *maps, independent=args.independent_frames,
+                              workers=args.threads or 0)
     if not args.no_ik:  # (the foot placement solves, with the character's own solver setting)
         _prepare_solver(target, None)
     try:
@@ -498,10 +522,11 @@ def _job(file, args, output, program=None):
                  ("--source-map", args.source_map and os.path.abspath(args.source_map)),
                  ("--target-map", args.target_map and os.path.abspath(args.target_map))]
         options += (["--no-ik"] if args.no_ik else []) + (["--hands"] if args.hands else [])
+        flags.append(("--threads", args.threads))
     else:
         options = ["--step", str(args.step), "--max-error", repr(args.max_error)]
         flags = [("--armature", args.armature), ("--action", args.action), ("--frames", args.frames),
-                 ("--method", args.method), ("--time-limit", args.time_limit)]
+                 ("--method", args.method), ("--time-limit", args.time_limit), ("--threads", args.threads)]
         if command == "bake":
             options += ["--thin", repr(args.thin), "--continuity", repr(args.continuity)]
             flags.append(("--max-angle", args.max_angle))
@@ -509,6 +534,8 @@ def _job(file, args, output, program=None):
                 options.append("--replace")
         else:
             flags += [("--terrain", args.terrain), ("--feet", args.feet)]
+    if args.independent_frames:
+        options.append("--independent-frames")
     for flag, value in flags:
         if value is not None:
             options += [flag, str(value)]

@@ -83,7 +83,7 @@ def leg_acceleration(bpy, obj, frames, bones):
     return float(np.mean(np.abs(np.diff(a, 2, axis=0)))) if len(a) > 2 else 0.0
 
 
-def run_case(bpy, clip, kind, max_frames):
+def run_case(bpy, clip, kind, max_frames, independent=True, workers=0):
     from fullbody_ik.rig import footplant as fp
     from fullbody_ik.rig.feet import find_feet
 
@@ -104,7 +104,8 @@ def run_case(bpy, clip, kind, max_frames):
     legs = sorted({b.name for f in feet for b in [obj.data.bones[f.ankle]] + obj.data.bones[f.ankle].parent_recursive[:2]})
     source_acc = leg_acceleration(bpy, obj, frames, legs)
     t0 = time.perf_counter()
-    report = fp.foot_placement(bpy.context.scene, obj, fp.FootOptions(frames[0], frames[-1], [terrain.name]))
+    report = fp.foot_placement(bpy.context.scene, obj, fp.FootOptions(frames[0], frames[-1], [terrain.name],
+                                                                      independent=independent, workers=workers))
     seconds = time.perf_counter() - t0
     result_acc = leg_acceleration(bpy, obj, frames, legs)
     # The hand-made baseline: the source moved by one vertical offset, the median a contact needs.
@@ -115,7 +116,9 @@ def run_case(bpy, clip, kind, max_frames):
     pts[..., 2] += dz
     baseline, _ = fp.foot_metrics(plan_["plan"], pts, plan_["plan"].rotations, plan_["terrain"], plan_["sampler"])
     worst = lambda m, k: max(v[k] for v in m.values())  # noqa: E731
+    bake = report.bake["summary"]
     row = {"frames": len(frames), "ok": report.ok, "ms_per_frame": 1e3 * seconds / len(frames),
+           "solve_ms_per_frame": bake["solve_ms_per_frame"], "bake_seconds": report.bake["seconds"],
            "source_acceleration": source_acc, "result_acceleration": result_acc,
            "swing_clearance_source_mm": plan_["swing_source"], "swing_clearance_result_mm": plan_["swing_result"]}
     for name, m in (("before", report.before), ("offset", baseline), ("after", report.after)):
@@ -158,6 +161,9 @@ def main():
     ap.add_argument("--clips", default="02_01,02_03,02_04,03_01,mannequiny,quaternius")
     ap.add_argument("--terrains", default=",".join(TERRAINS))
     ap.add_argument("--frames", type=int, default=240, help="at most this many frames per clip")
+    ap.add_argument("--tracked", action="store_true", help="each frame from the previous one's answer (the frames "
+                    "not independent, not in parallel), as before frames ran in parallel")
+    ap.add_argument("--workers", type=int, default=0, help="threads for the frames (0: automatic)")
     args = ap.parse_args()
     import bpy
 
@@ -167,15 +173,19 @@ def main():
                 f("point_float_mm_max"), f("sole_normal_deg_max"), f("skate_mm_per_frame"),
                 f"{r['result_acceleration'] / max(r['source_acceleration'], 1e-12):.2f}",
                 f"{r['swing_clearance_source_mm']:.0f} / {r['swing_clearance_result_mm']:.0f}",
-                f"{r['ms_per_frame']:.1f}"]
+                f"{r['ms_per_frame']:.1f}", f"{1e3 * r['bake_seconds'] / r['frames']:.2f}",
+                f"{r['solve_ms_per_frame']:.2f}"]
 
     results, rows = run_cases(args.clips.split(","), args.terrains.split(","),
-                              lambda clip, kind: run_case(bpy, clip, kind, args.frames), row, 12)
+                              lambda clip, kind: run_case(bpy, clip, kind, args.frames, not args.tracked,
+                                                                          args.workers), row, 14)
     headers = ["clip", "terrain", "frames", "ok", "penetration mm (src/offset/ours)", "float mm", "point float mm",
-               "sole normal deg", "skate mm/frame", "accel ratio", "min swing clearance mm (src/ours)", "ms/frame"]
+               "sole normal deg", "skate mm/frame", "accel ratio", "min swing clearance mm (src/ours)", "ms/frame",
+               "bake ms/frame", "solve ms/frame"]
     print(table(rows, headers))
-    write("footplant", {"results": results, "rows": rows, "headers": headers},
-          f"python -m fullbody_ik.benchmarks.footplant --frames {args.frames}")
+    write("footplant_tracked" if args.tracked else "footplant", {"results": results, "rows": rows, "headers": headers},
+          f"python -m fullbody_ik.benchmarks.footplant --frames {args.frames}"
+          + (" --tracked" if args.tracked else "") + (f" --workers {args.workers}" if args.workers else ""))
 
 
 if __name__ == "__main__":

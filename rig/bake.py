@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..solvers.blas import single_thread_blas
+from ..solvers.tracking import Frames
 from .armature import (
     RigError, bone_scales, limit_violations, read_pose, rotation_channel, rotation_path, scaled_bones, shown_state,
 )
@@ -38,6 +39,11 @@ class BakeOptions:
     max_error: float = 0.01  # world units: a frame whose goal misses by more fails the bake (inf: accept any)
     max_angle: float = None  # radians, for angular goals; None: 1 degree, or any angle when max_error is inf
     rescue: float = 0.0  # a frame still short of its goals after its budget gets one more solve of this many
+    # Each frame solved from the action's own pose there (its seed and continuity goal), not from the previous
+    # frame's answer: the frames do not depend on each other and are solved in parallel threads (solvers.Frames)
+    # while the next ones are read. ``workers``: threads (0: automatic, tracking.default_workers).
+    independent: bool = False
+    workers: int = 0
 
     def angle_threshold(self):
         if self.max_angle is not None:
@@ -323,14 +329,15 @@ class Baker:
             # A rescue (more time, once) only for a frame about to fail the job: a goal off by more than max_error.
             self.tracker = settings_tracker(obj, self.tree, options.method, options.time_limit, options.continuity,
                                             rescue=options.rescue, rescue_error=options.max_error / world_scale(obj))
-        except ValueError as e:  # an unknown method or option
+            self.pool = Frames(self.tracker, options.workers or None) if options.independent else None
+        except ValueError as e:  # an unknown method or option, a bad FULLBODY_IK_THREADS
             raise RigError(str(e)) from None
         self.method = self.tracker.method
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
-        self.solve_ms, self.frame_ms = [], []
+        self.solve_ms, self.frame_ms, self.read_ms = [], [], []
         self.start_values = {}
         self.scaled = {}  # bone -> (first frame its pose scale is not 1, largest difference): not modeled, warned
         self.started = time.perf_counter()
@@ -340,36 +347,62 @@ class Baker:
         return len(self.Q) / len(self.frames)
 
     def step(self):
-        """Solve the next frame; True when every frame is solved. A RigError stops the bake (call cancel)."""
+        """Solve the next frame (independent frames: read it and queue its solve, or wait a moment for the solves
+        queued); True when every frame is solved. A RigError stops the bake (call cancel)."""
+        if self.pool is not None:
+            return self._step_independent()
         if len(self.Q) == len(self.frames):
             return True
-        f = self.frames[len(self.Q)]
         t0 = time.perf_counter()
+        objectives, q_anim = self._read(self.frames[len(self.Q)])
+        t1 = time.perf_counter()
+        res = self.tracker.step(objectives, q_anim)
+        self._record(res, (time.perf_counter() - t1) * 1e3, (t1 - t0) * 1e3)
+        return len(self.Q) == len(self.frames)
+
+    def _step_independent(self):
+        pool, read = self.pool, len(self.anim_Q)
+        if read < len(self.frames):
+            t0 = time.perf_counter()
+            objectives, q_anim = self._read(self.frames[read])
+            self.read_ms.append((time.perf_counter() - t0) * 1e3)
+            pool.submit(self.tree.frame_copy(), objectives, q_anim)  # its origins: this frame's, kept
+        elif len(self.Q) < len(self.frames):  # every frame read: wait a moment for the next solve
+            try:
+                pool.result(len(self.Q), timeout=0.05)
+            except TimeoutError:
+                pass
+        while len(self.Q) < len(pool) and pool.done(len(self.Q)):
+            res = pool.result(len(self.Q))
+            self._record(res, res.elapsed * 1e3, self.read_ms[len(self.Q)])
+        return len(self.Q) == len(self.frames)
+
+    def _read(self, f):
+        """Frame f as the action poses it: (its objectives, the pose's configuration); the tree takes its origins."""
         self.scene.frame_set(f)
         obj, tree, mapping = self.obj, self.tree, self.mapping
         q_anim = read_pose(obj, tree, mapping)
+        self.anim_Q.append(q_anim)
         for name, off in scaled_bones(obj, mapping).items():
             first, largest = self.scaled.get(name, (f, 0.0))
             self.scaled[name] = (first, max(largest, off))
-        if not self.Q:
+        if len(self.anim_Q) == 1:
             for name in mapping.bones:
                 pb = obj.pose.bones[name]
                 self.start_values[name] = tuple(getattr(pb, rotation_path(pb)))
-        seed = q_anim if self.tracker.previous is None else self.tracker.previous
+        seed = q_anim if self.pool is not None or self.tracker.previous is None else self.tracker.previous
         objectives = self.goals.objectives(f, q_anim, seed)
-        t1 = time.perf_counter()
-        res = self.tracker.step(objectives, q_anim)
-        t2 = time.perf_counter()
-        self.Q.append(res.q)
-        self.anim_Q.append(q_anim)
-        scale = world_scale(obj)  # errors in world units, as the tolerances and --max-error
-        self.scales.append(scale)
-        self.errors.append(self._row(res.errors, res.details, scale))
+        self.scales.append(world_scale(obj))  # errors in world units, as the tolerances and --max-error
         self.objectives.append(objectives)
+        return objectives, q_anim
+
+    def _record(self, res, solve_ms, read_ms):
+        """The next frame's answer, in order."""
+        self.Q.append(res.q)
+        self.errors.append(self._row(res.errors, res.details, self.scales[len(self.Q) - 1]))
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
-        self.solve_ms.append((t2 - t1) * 1e3)
-        self.frame_ms.append((t2 - t0) * 1e3)
-        return len(self.Q) == len(self.frames)
+        self.solve_ms.append(solve_ms)
+        self.frame_ms.append(read_ms + solve_ms)
 
     def _row(self, errors, details, scale):
         """One frame's report columns from per-objective errors and details (lengths to world units)."""
@@ -406,6 +439,8 @@ class Baker:
 
     def cancel(self):
         """Stop: nothing was written; the scene returns to the frame it was on."""
+        if self.pool is not None:
+            self.pool.close(cancel=True)
         self._restore_frame()
 
     def run(self, progress=None, should_cancel=None):
@@ -503,6 +538,8 @@ class Baker:
         """Write the keys of every solved frame in bulk and keep the report with the action."""
         from bpy_extras import anim_utils
 
+        if self.pool is not None:
+            self.pool.close()
         self.violations = list(limit_violations(self.tree, self.mapping, np.array(self.Q)))  # all frames at once
         bones = self._moved_bones()
         channels = self._channels(bones)

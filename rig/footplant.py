@@ -53,6 +53,10 @@ class FootOptions:
     # Sides of the feet whose contact channels were keyed by a detector (the retargeting's, on its source), not
     # edited by a user: a foot it missed fails the job as one detected here would.
     detected_contacts: tuple = ()
+    # Each frame solved from the source's pose there, not from the previous frame's answer: frames in parallel
+    # (BakeOptions.independent); ``workers``: threads (0: automatic).
+    independent: bool = False
+    workers: int = 0
 
 
 def _channel(foot, point):
@@ -1262,7 +1266,8 @@ def foot_placement(scene, obj, options, progress=None):
     started = time.perf_counter()
     bake_options = BakeOptions(options.frame_start, options.frame_end, options.step, method=options.method,
                                time_limit=options.time_limit, max_error=options.max_error,
-                               max_angle=float("inf"), continuity=1e-4, rescue=4.0)
+                               max_angle=float("inf"), continuity=1e-4, rescue=4.0,
+                               independent=options.independent, workers=options.workers)
     check_bake(obj, bake_options)
     check_feet_input(obj, options)
     objects = []

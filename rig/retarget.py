@@ -36,6 +36,8 @@ class RetargetOptions:
     hands: bool = False  # hold the hands where the source's are relative to its pelvis (scaled)
     source_roles: dict = None  # {role: bone} maps given by hand (default: each armature's own, else found)
     target_roles: dict = None
+    independent: bool = False  # the contact solve's frames each from the copied pose, in parallel (FootOptions)
+    workers: int = 0
 
 
 def _unit(v):
@@ -466,7 +468,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     try:
         feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
                                                          time_limit=options.time_limit, held=held or {},
-                                                         on_floor=True,
+                                                         on_floor=True, independent=options.independent,
+                                                         workers=options.workers,
                                                          detected_contacts=tuple(
                                                              src_feet[k].side for k in motion.detected_feet)),
                              progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)

@@ -6,11 +6,11 @@ from .objectives import Displacement, Distance, JointFunction, JointValue, LookA
 from .problem import Problem, Result
 from .methods import METHODS, Method, method, register_method
 from .solve import solve
-from .tracking import Tracker
+from .tracking import Frames, Tracker
 from .tree import State, Tree
 
 __all__ = [
     "Tree", "State", "Joint", "BoneJoint", "FreeJoint",
     "Objective", "Position", "Orientation", "Pose", "LookAt", "Distance", "Displacement", "JointValue", "JointFunction",
-    "solve", "Tracker", "Result", "Problem", "METHODS", "Method", "method", "register_method",
+    "solve", "Tracker", "Frames", "Result", "Problem", "METHODS", "Method", "method", "register_method",
 ]

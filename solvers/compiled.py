@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 from types import SimpleNamespace
 
@@ -51,7 +52,8 @@ try:
                     break
             except OSError:
                 continue
-    from numba import njit
+    def njit(*args, **kwargs):  # numba's, releasing the GIL: frames solved in threads run at once (tracking.Frames)
+        return numba.njit(*args, **{"nogil": True, **kwargs})
 except Exception:  # not installed, or its llvmlite cannot load here: the numpy path serves
     numba = None
 
@@ -2013,6 +2015,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
 
 
 _prepared = set()  # the parts compiled or loaded in this process
+_prepare_lock = threading.Lock()
 
 
 def prepare(part):
@@ -2022,6 +2025,12 @@ def prepare(part):
     by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile has the part (numpy serves)."""
     if part in _prepared or not available() or (part == "memetic" and memetic_compiling()):
         return
+    with _prepare_lock:  # frames solved in threads (tracking.Frames) may ask at once: one compiles, the others wait
+        if part not in _prepared:
+            _prepare(part)
+
+
+def _prepare(part):
     cold = not os.path.exists(_warm_stamp(part))
     if cold:  # a first compile is long: say so rather than seem to hang
         print(f"Full-Body IK: compiling the solver's {'kernels' if part == 'memetic' else 'core'} (once per machine "

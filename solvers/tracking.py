@@ -15,10 +15,13 @@ benchmarks), solved with one policy, so what the benchmarks measure is what user
   many budgets, of the goals alone when there are preferences: rare frames near a leg's full stretch.
 """
 
+import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from . import compiled
 from .methods import method as method_record
 from .objectives import Displacement
 from .problem import Budget, Problem
@@ -48,6 +51,12 @@ class Tracker:
         self.rescue = float(rescue)  # a frame still short after its budget: one more solve, this many budgets,
         self.rescue_error = float(rescue_error)  # when a goal is still off by more than this (tree units)
         self.frames = 0
+
+    def for_frame(self, tree, index, previous):
+        """A tracker with these settings for one frame of a job whose frames are independent (Frames): it follows
+        ``previous`` (the frame's own seed, a source pose) on ``tree``, its rng this one's seed + ``index``."""
+        return Tracker(tree, self.method, self.time_limit, self.continuity, self.seed + index, previous, self.rescue,
+                       self.rescue_error, **self.options)
 
     def _solve(self, objectives, seed_q, time_limit, rng, **kw):
         return solve(self.tree, objectives, seed_q, self.method, time_limit=time_limit, rng=rng,
@@ -128,3 +137,67 @@ def _without_continuity(res, count):
         res.errors, res.satisfied, res.details = res.errors[:count], res.satisfied[:count], res.details[:count]
         res.success = all(res.satisfied)
     return res
+
+
+MAX_WORKERS = 4  # threads for frames at once by default (measured on 2 cores only: see benchmarks.footplant)
+
+
+def default_workers(tree):
+    """Threads for independent frames: FULLBODY_IK_THREADS when set, else the cores this process may use (at most
+    MAX_WORKERS) when the compiled core serves the tree (its kernels release the GIL), else 1 (numpy's solve holds
+    the GIL: threads would only take turns)."""
+    env = os.environ.get("FULLBODY_IK_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"FULLBODY_IK_THREADS must be a whole number of threads, got {env!r}") from None
+    if not compiled.covers_tree(tree):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, MAX_WORKERS))
+
+
+class Frames:
+    """Frames that do not depend on each other (each follows its own seed, a source pose, as foot placement and
+    retargeting have) solved in parallel: ``submit(tree, objectives, seed_q)`` queues one and returns at once,
+    ``result(i)`` waits for frame i's Result. With one worker the frame is solved in ``submit`` itself.
+
+    Each frame is solved by ``tracker.for_frame``: the tracker's policy as for a later frame of a tracking (its
+    goals and a small continuity goal toward the seed, goals alone, polish, rescue), its rng the tracker's seed +
+    the frame's index, so its answer does not depend on which thread solves it or when (short of the wall-clock
+    budget). ``tree``: the frame's own (Tree.frame_copy) when its origins change from frame to frame."""
+
+    def __init__(self, tracker, workers=None):
+        self.tracker = tracker
+        self.workers = default_workers(tracker.tree) if workers is None else max(1, int(workers))
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="fullbody_ik") if self.workers > 1 else None
+        if self._pool is not None:  # compiled before the threads start (a compile in one makes the others wait)
+            compiled.prepare("memetic" if tracker.method == "memetic" else "core")
+        self._results = []
+
+    def __len__(self):
+        return len(self._results)
+
+    def submit(self, tree, objectives, seed_q):
+        index = len(self._results)
+        tracker = self.tracker.for_frame(tree, index, seed_q)
+        if self._pool is None:
+            self._results.append(tracker.step(objectives))
+        else:
+            self._results.append(self._pool.submit(tracker.step, objectives))
+        return index
+
+    def done(self, index):
+        r = self._results[index]
+        return not isinstance(r, Future) or r.done()
+
+    def result(self, index, timeout=None):
+        """Frame ``index``'s Result (waits up to ``timeout`` s; TimeoutError after); its solve's exception, raised."""
+        r = self._results[index]
+        return r.result(timeout) if isinstance(r, Future) else r
+
+    def close(self, cancel=False):
+        """Let the threads go (``cancel``: frames not started are dropped; those running end first)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=cancel)

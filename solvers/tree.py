@@ -2,6 +2,7 @@
 """Kinematic tree: links, joints, batched forward kinematics, Jacobians and feasibility."""
 
 from collections import defaultdict
+from copy import copy
 
 import numpy as np
 
@@ -398,6 +399,21 @@ class Tree:
     def is_feasible(self, q, tol=1e-9):
         q = np.asarray(q, dtype=float)
         return bool(np.all(np.isfinite(q)) and np.max(np.abs(self.project(q) - q), initial=0.0) <= tol)
+
+    def frame_copy(self):
+        """A copy with the per-solve input as it is now (the origins) and everything else shared: a frame solved
+        in another thread keeps its origins while this tree takes the next frame's (set_origins). The
+        structure-derived constants are made first, so the copies share them; models that cache constants of the
+        origins get their own instance."""
+        self.chain_length(0)
+        self.characteristic_length
+        if _compiled.covers_tree(self):
+            _compiled._tree_arrays(self)  # the kernels' structure arrays (origins apart), made once
+        out = object.__new__(Tree)
+        out.__dict__.update(self.__dict__)
+        out.origin = self.origin.copy()
+        out.models = [copy(m) if hasattr(m, "_basis") else m for m in self.models]
+        return out
 
     def span(self):
         """Finite width of each variable's domain (for sampling and mutation)."""

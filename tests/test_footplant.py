@@ -611,3 +611,31 @@ def test_a_clip_recorded_on_rocks_placed_on_stairs_stands_on_the_treads():
     assert report.ok, report.text()
     for side, a in report.after.items():
         assert a["contact_frames"] > 40 and a["sole_normal_deg_max"] < 3 and a["point_float_mm_max"] < 40, (side, a)
+
+
+def test_independent_frames_are_placed_in_parallel_threads_as_one_by_one(tmp_path):
+    """--independent-frames: each frame solved from the source's pose there, in threads (the bake reads the next
+    frames meanwhile). The feet are placed as well as the default's, through the command line, and in one process
+    two threads give each frame the answer one thread gives (a frame's inputs kept while the next is read)."""
+    obj, _ = walk_on(scenes.slope(8.0, along=(0.0, -1.0)))
+    name = obj.name
+    path = tmp_path / "walk.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    proc = run("footplant", path, "--armature", name, "--terrain", "ground", "--frames", f"{FRAMES[0]}-{FRAMES[1]}",
+               "--output", tmp_path / "planted.blend", "--json", "--independent-frames", "--threads", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rep = json.loads(proc.stdout)["report"]
+    for side in ("left", "right"):
+        a = rep["after"][side]
+        assert a["penetration_mm_max"] < 1 and a["float_mm_max"] < 5 and a["sole_normal_deg_max"] < 3
+    source = obj.animation_data.action
+    solved = []
+    for workers in (1, 2):
+        obj.animation_data.action = source
+        report = foot_placement(bpy.context.scene, obj, FootOptions(*FRAMES, ["ground"], independent=True,
+                                                                    workers=workers, time_limit=1.0))
+        assert report.ok, report.text()
+        solved.append(np.array(report.bake["per_frame"]["solved_errors"]))
+    assert np.allclose(solved[0], solved[1], rtol=0, atol=1e-9)
+    run_bad = run("footplant", path, "--terrain", "ground", "--threads", "0")
+    assert run_bad.returncode == 2 and "expected 1 or more" in run_bad.stderr

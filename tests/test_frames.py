@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Independent frames solved in parallel (tracking.Frames): the same answers as one by one, each frame on its own
+origins, the compiled kernels releasing the GIL."""
+
+import numpy as np
+import pytest
+
+import helpers
+from fullbody_ik.solvers import Frames, Position, Tracker, compiled
+from fullbody_ik.solvers.problem import Problem
+
+
+def _clip(seed, count=12):
+    """A random tree whose first joint stands elsewhere on each frame (set_origins: a clip's root walking across
+    the floor), and per frame a source pose and goals a little away from where it puts two links."""
+    rng = np.random.default_rng(seed)
+    while True:
+        tree = helpers.random_tree(rng, n_links=9)
+        if tree.n >= 6:
+            break
+    first = tree.link_index[tree.joints[0].child]
+
+    def under_first(i):
+        while i > 0 and i != first:
+            i = tree.parent[i]
+        return i == first
+
+    links = [tree.link_names[i] for i in range(len(tree.link_names)) if under_first(i)][-2:]  # moved by it
+    base = tree.origin[first].copy()
+    frames = []
+    for f in range(count):
+        origin = base.copy()
+        origin[:3, 3] += (0.3 * f, 0.1 * np.sin(f), 0.0)  # walks along x
+        tree.set_origins([first], origin[None])
+        seed_q = tree.project(rng.normal(scale=0.6, size=tree.n))
+        target = tree.fk(tree.project(seed_q + rng.normal(scale=0.05, size=tree.n)))
+        goals = [Position(link, target[link][:3, 3], tolerance=1e-4) for link in links]
+        frames.append((origin[None], goals, seed_q))
+    tree.set_origins([first], base[None])
+    return tree, first, frames
+
+
+def _met(tree, goals, q):
+    state = Problem(tree, goals).state(q)
+    return all(g.satisfied(state) for g in goals)
+
+
+def _solve(tree, first, frames, workers):
+    tracker = Tracker(tree, "lm", time_limit=1.0, seed=5)
+    pool = Frames(tracker, workers)
+    for origin, goals, seed_q in frames:
+        tree.set_origins([first], origin)  # the next frame's input, while earlier frames may still be solving
+        pool.submit(tree.frame_copy(), goals, seed_q)
+    out = [pool.result(i) for i in range(len(frames))]
+    pool.close()
+    return out
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["compiled", "numpy"])
+def test_frames_solved_at_once_are_the_frames_solved_one_by_one(enabled, monkeypatch):
+    monkeypatch.setattr(compiled, "_enabled", enabled)
+    for seed in range(3):
+        tree, first, frames = _clip(seed)
+        alone = _solve(tree, first, frames, 1)
+        together = _solve(tree, first, frames, 3)
+        for res, other in zip(alone, together):
+            assert np.array_equal(res.q, other.q) and res.success == other.success
+        # Each frame solved on its own origins: judged there, every goal is met (on the last frame's, not).
+        for (origin, goals, _), res in zip(frames, together):
+            tree.set_origins([first], origin)
+            assert res.success and _met(tree, goals, res.q)
+        tree.set_origins([first], frames[-1][0])
+        assert not any(_met(tree, goals, res.q) for (_, goals, _), res in zip(frames[:-1], together))
+
+
+def test_a_frames_copy_of_the_tree_keeps_its_origins():
+    tree, first, frames = _clip(0, 2)
+    tree.set_origins([first], frames[0][0])
+    q = tree.project(np.full(tree.n, 0.2))
+    copy = tree.frame_copy()
+    before = copy.fk(q)
+    tree.set_origins([first], frames[1][0])  # the next frame: the tree moves, its copy does not
+    assert all(np.allclose(before[k], v) for k, v in copy.fk(q).items())
+    assert not np.allclose(tree.fk(q)[tree.link_names[first]], before[tree.link_names[first]])
+
+
+def test_frames_run_in_threads_only_where_the_compiled_core_serves(monkeypatch):
+    tree, _, _ = _clip(0, 1)
+    monkeypatch.delenv("FULLBODY_IK_THREADS", raising=False)
+    monkeypatch.setattr(compiled, "_enabled", True)
+    assert Frames(Tracker(tree)).workers >= 1
+    monkeypatch.setattr(compiled, "_enabled", False)  # numpy holds the GIL: threads would only take turns
+    assert Frames(Tracker(tree)).workers == 1
+    monkeypatch.setenv("FULLBODY_IK_THREADS", "3")
+    assert Frames(Tracker(tree)).workers == 3
+    monkeypatch.setenv("FULLBODY_IK_THREADS", "many")
+    with pytest.raises(ValueError, match="FULLBODY_IK_THREADS must be a whole number"):
+        Frames(Tracker(tree))
+
+
+def test_the_compiled_solves_release_the_gil():
+    if compiled.numba is None:
+        pytest.skip("numba is not installed here")
+    for kernel in (compiled.lm_kernel, compiled.restarts_kernel, compiled.judge, compiled.project):
+        assert kernel.targetoptions.get("nogil") is True, kernel
