@@ -232,25 +232,37 @@ def read_pose(obj, tree, mapping):
     unconnected bones that are not solved (a root walking across the floor) and the rotation of fully locked
     bones. Every solve reads the pose first, so the tree always stands where the action puts it; nothing of
     that is a reason to rebuild the tree."""
+    return poses_from_basis(tree, mapping, read_frame_input(obj, tree, mapping)[None])[0]
+
+
+def read_frame_input(obj, tree, mapping):
+    """The pose bones' bases (bones, 4, 4) as they are now, the tree's per-frame input set from them (read_pose
+    without the configuration: a bake turns every frame's into one at once, poses_from_basis)."""
     basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))
     tree.set_origins(mapping.links, frame_origins(mapping, basis))
-    M = basis[mapping.rows]
-    scale = np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True)  # (bones, 1, 3): pose scale per axis
-    q = np.zeros(tree.n)
+    return basis
+
+
+def poses_from_basis(tree, mapping, basis):
+    """(F, n) configurations of pose-bone bases (F, bones, 4, 4), read as Blender's IK reads them."""
+    M = basis[:, mapping.rows]
+    scale = np.linalg.norm(M[:, :, :3, :3], axis=2, keepdims=True)  # (F, bones, 1, 3): pose scale per axis
+    q = np.zeros((len(basis), tree.n))
     if mapping.stretch:  # a stretching bone's variable is its scale in armature space: own x inherited
         world_scale = {}
         for k, name in enumerate(mapping.bones):  # parents first
             parent = mapping.parent.get(name)
             inherited = world_scale.get(parent, 1.0) if mapping.inherits_scale.get(name, True) else 1.0
-            world_scale[name] = float(scale[k, 0, 1]) * inherited
+            world_scale[name] = scale[:, k, 0, 1] * inherited
             if name in mapping.stretch:
-                q[mapping.stretch[name]] = world_scale[name]
-    R = np.broadcast_to(np.eye(3), (1, len(tree.link_names), 3, 3)).copy()
-    R[0, mapping.links] = M[:, :3, :3] / scale  # without pose scale
-    q = tree.values_from_rotations(R, q)[0]  # every bone at once, read as Blender's IK reads them
+                q[:, mapping.stretch[name]] = world_scale[name]
+    R = np.zeros((len(basis), len(tree.link_names), 3, 3))
+    R[..., 0, 0] = R[..., 1, 1] = R[..., 2, 2] = 1.0
+    R[:, mapping.links] = M[:, :, :3, :3] / scale  # without pose scale
+    q = tree.values_from_rotations(R, q)  # every bone at once, read as Blender's IK reads them
     for name in mapping.free_root:  # a free root's location is a variable, not an input
-        q[mapping.variables[name][:3]] = M[mapping.bones.index(name), :3, 3]
-    return tree.project(q)
+        q[:, mapping.variables[name][:3]] = M[:, mapping.bones.index(name), :3, 3]
+    return tree.project(q) if len(q) != 1 else tree.project(q[0])[None]
 
 
 class ShownState(State):
@@ -278,10 +290,12 @@ def shown_state(obj, tree, mapping, q):
 def scaled_bones(obj, mapping, tol=1e-4):
     """{bone: largest |pose scale - 1| over its axes} for the tree's bones whose pose scale (not set by IK
     stretch) is not 1 at this frame: the solve does not model it (their children and tips are where Blender
-    puts them, not where the solve does)."""
+    puts them, not where the solve does). Read from the scale property, not the bases: a scale of (-1, -1, 1)
+    looks like a half turn there, and the keys would turn the bone without it."""
     scale = np.zeros(len(obj.pose.bones) * 3, dtype=np.float32)
     obj.pose.bones.foreach_get("scale", scale)
-    off = np.abs(scale.reshape(-1, 3)[mapping.rows].astype(float) - 1.0).max(axis=1)
+    scale = scale.reshape(-1, 3)[mapping.rows].astype(float)
+    off = np.abs(scale - 1.0).max(axis=1)
     ik_scaled = set(mapping.stretch) | {n for n in mapping.bones if mapping.parent.get(n) in mapping.stretch}
     return {n: float(o) for n, o in zip(mapping.bones, off) if o > tol and n not in ik_scaled}
 

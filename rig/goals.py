@@ -43,29 +43,55 @@ GOAL_KINDS = {k.name: k for k in (
 ANGULAR_KINDS = {k.name for k in GOAL_KINDS.values() if k.unit == "rad"}
 
 
-def target_matrix(obj, goal, to_armature=None):
-    """The goal's target as a 4x4 in the armature's space (scale removed), or a RigError saying why not.
-    ``to_armature``: the inverse of the armature's world matrix, when the caller has it."""
-    if goal.target is None and getattr(goal, "target_name", ""):
-        raise RigError(f"target object {goal.target_name!r} was deleted: pick a new target or clear it")
-    if goal.target is None:
-        world = np.eye(4)
-        world[:3, 3] = goal.point
-    else:
-        world = np.array(goal.target.matrix_world)
+def target_matrices(obj, goals, to_armature=None):
+    """The goals' targets as 4x4s in the armature's space (scale removed), (G, 4, 4) in one computation (a bake
+    reads six of them a frame: 74 us one by one, 15 at once); a RigError naming the first goal (its index in
+    ``goals``, ``.goal``) that has none. ``to_armature``: the inverse of the armature's world matrix, when the caller
+    has it."""
+    world = np.zeros((len(goals), 4, 4))
+    objects, bones = {}, {}  # per target object (by its name): world matrix, pose bones' matrices (read at once)
+    for i, goal in enumerate(goals):
+        target = goal.target
+        if target is None:
+            if getattr(goal, "target_name", ""):
+                raise _goal_error(i, f"target object {goal.target_name!r} was deleted: pick a new target or clear it")
+            world[i] = np.eye(4)
+            world[i, :3, 3] = goal.point
+            continue
+        key = target.name_full
+        if key not in objects:
+            objects[key] = np.array(target.matrix_world)
+        world[i] = objects[key]
         if goal.subtarget:
-            if goal.target.type != "ARMATURE" or goal.subtarget not in goal.target.pose.bones:
-                raise RigError(f"target bone {goal.subtarget!r} not found in {goal.target.name!r}")
-            world = world @ np.array(goal.target.pose.bones[goal.subtarget].matrix)
+            index = target.pose.bones.find(goal.subtarget) if target.type == "ARMATURE" else -1
+            if index < 0:
+                raise _goal_error(i, f"target bone {goal.subtarget!r} not found in {target.name!r}")
+            if key not in bones:
+                bones[key] = _pose_matrices(target)
+            world[i] = world[i] @ bones[key][index]
     local = (np.linalg.inv(np.array(obj.matrix_world)) if to_armature is None else to_armature) @ world
-    if not all(map(math.isfinite, local.ravel().tolist())):
-        raise RigError("the target's transform is not finite (NaN or infinity)")
-    R = local[:3, :3]
-    norms = np.sqrt((R * R).sum(axis=0))
-    if min(norms.tolist()) < 1e-12:
-        raise RigError("the target is scaled to zero")
-    local[:3, :3] = R / norms
+    finite = np.isfinite(local).all(axis=(1, 2))
+    norms = np.sqrt((local[:, :3, :3] ** 2).sum(axis=1))  # (G, 3): each axis's length
+    bad = np.flatnonzero(~finite | (norms.min(axis=1, initial=np.inf) < 1e-12))
+    if len(bad):
+        i = int(bad[0])
+        raise _goal_error(i, "the target's transform is not finite (NaN or infinity)" if not finite[i]
+                          else "the target is scaled to zero")
+    local[:, :3, :3] /= norms[:, None, :]
     return local
+
+
+def _pose_matrices(obj):
+    """(bones, 4, 4) pose matrices (armature space) of every pose bone, read at once."""
+    flat = np.zeros(len(obj.pose.bones) * 16, dtype=np.float32)
+    obj.pose.bones.foreach_get("matrix", flat)
+    return flat.reshape(-1, 4, 4).transpose(0, 2, 1).astype(float)
+
+
+def _goal_error(index, message):
+    e = RigError(message)
+    e.goal = index
+    return e
 
 
 def world_scale(obj):
@@ -87,33 +113,31 @@ def world_scale(obj):
 
 def goal_objectives(obj, goals, tree, mapping, q_start):
     """Objectives for the enabled goals; a RigError names the first goal that cannot be used."""
-    objectives = []
     # Tolerances and distances are world lengths; the tree lives in the armature's (uniformly scaled) space.
     unit = 1.0 / world_scale(obj)
-    to_armature = np.linalg.inv(np.array(obj.matrix_world))
-    for number, goal in enumerate(goals, start=1):
-        if not goal.enabled:
-            continue
-        where = f"goal {number} ({goal.kind.replace('_', ' ').lower()}"
+    enabled = [(number, goal) for number, goal in enumerate(goals, start=1) if goal.enabled]
+    where = lambda number, goal: f"goal {number} ({goal.kind.replace('_', ' ').lower()}"  # noqa: E731
+    targeted = [(number, goal) for number, goal in enabled if GOAL_KINDS[goal.kind].target]
+    try:
+        T = dict(zip((number for number, _ in targeted), target_matrices(obj, [g for _, g in targeted])))
+    except RigError as e:
+        number, goal = targeted[e.goal]
+        raise RigError(f"{where(number, goal)}): {e}") from None
+    objectives = []
+    for number, goal in enabled:
         if goal.kind == "DISPLACEMENT":
             objectives.append(Displacement(q_start, weight=goal.weight, priority=goal.priority))
             continue
         if goal.bone not in mapping.joints:
-            raise RigError(f"{where}): bone {goal.bone!r} not found in {obj.name!r} (deleted or renamed?)")
-        bone = obj.data.bones[goal.bone]
-        offset = (0.0, bone.length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
+            raise RigError(f"{where(number, goal)}): bone {goal.bone!r} not found in {obj.name!r} (deleted or "
+                           "renamed?)")
+        offset = (0.0, obj.data.bones[goal.bone].length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
         kind = GOAL_KINDS[goal.kind]
         tol = goal.tolerance * unit if kind.unit == "m" else max(goal.tolerance, 1e-3)
         common = dict(weight=goal.weight, priority=goal.priority)
         if goal.kind == "JOINT_VALUE" and f"{goal.bone}.{goal.joint_axis.lower()}" not in tree.joint_names:
-            raise RigError(f"{where}): the {goal.joint_axis} axis of {goal.bone!r} is locked")
-        T = None
-        if kind.target:
-            try:
-                T = target_matrix(obj, goal, to_armature)
-            except RigError as e:
-                raise RigError(f"{where}): {e}") from None
-        objectives.append(kind.make(goal, T, offset, tol, unit, common))
+            raise RigError(f"{where(number, goal)}): the {goal.joint_axis} axis of {goal.bone!r} is locked")
+        objectives.append(kind.make(goal, T.get(number), offset, tol, unit, common))
     if not any(not isinstance(o, Displacement) for o in objectives):
         raise RigError("no enabled goal: add one for a bone (Add Goal) or enable one")
     return objectives

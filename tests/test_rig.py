@@ -10,7 +10,7 @@ from helpers import ROOT
 bpy = pytest.importorskip("bpy")
 
 from fullbody_ik.rig import RigError, build_tree, read_pose, write_pose  # noqa: E402
-from fullbody_ik.rig.armature import bone_rotations  # noqa: E402
+from fullbody_ik.rig.armature import bone_rotations, poses_from_basis, read_frame_input  # noqa: E402
 
 BVH = os.path.join(ROOT, "data", "bvh", "cmu_02_01.bvh")
 
@@ -69,6 +69,7 @@ def test_fk_equals_blenders_evaluated_pose(make, free_root, limits):
         assert len(mapping.stretch) > 5
     assert set(mapping.bones) == {b.name for b in obj.data.bones}
     scale = max(obj.data.bones[0].length, 1.0)
+    bases, backs = [], []
     for q in tree.random_configurations(rng, 3):
         write_pose(obj, tree, mapping, q)
         blender = pose_matrices(obj)
@@ -78,6 +79,8 @@ def test_fk_equals_blenders_evaluated_pose(make, free_root, limits):
         # Reading the pose back gives each bone the same rotation (Blender stores float32), except where
         # Blender's own swing/twist reading is singular: swing near 180 degrees.
         back = read_pose(obj, tree, mapping)
+        bases.append(read_frame_input(obj, tree, mapping))
+        backs.append(back)
         for name, k in mapping.stretch.items():  # scales read back as written
             assert back[k] == pytest.approx(q[k], rel=1e-5), name
         written, read = bone_rotations(tree, mapping, q), bone_rotations(tree, mapping, back)
@@ -85,6 +88,8 @@ def test_fk_equals_blenders_evaluated_pose(make, free_root, limits):
             R = written[name][0]
             if 1.0 + R[1, 1] > 0.05 and 1.0 + np.trace(R) > 0.05:  # (and turns near 180 degrees: float32)
                 assert np.allclose(read[name][0], R, atol=1e-4), name
+    # A bake reads every frame's bases and turns them into configurations at once: the same as one by one.
+    assert np.allclose(poses_from_basis(tree, mapping, np.array(bases)), backs, rtol=0, atol=1e-10)
 
 
 def test_rotation_modes_are_kept_and_continuous():
@@ -290,3 +295,4 @@ def test_what_the_solve_does_not_model_is_named():
     assert any(m.startswith("forearm.L: copy rotation") for m in mapping.unmodeled)
     assert any(m.startswith("upper_arm.L: does not inherit") for m in mapping.unmodeled)
     assert not any(m.startswith("foot.R") for m in mapping.unmodeled)
+
