@@ -278,13 +278,20 @@ class ShownState(State):
         return w
 
 
-def shown_state(obj, tree, mapping, q):
+def shown_state(obj, tree, mapping, q, matrices=None):
     """ShownState of the armature as evaluated now (call after the depsgraph is evaluated); ``q``: the
-    configuration joint-value goals are judged on (read_pose's, to judge the pose shown)."""
-    M = _matrices(obj.pose.bones, "matrix", len(obj.pose.bones))
-    world = np.broadcast_to(np.eye(4), (len(tree.link_names), 4, 4)).copy()
-    world[mapping.links] = M[mapping.rows]
+    configuration joint-value goals are judged on (read_pose's, to judge the pose shown). ``matrices``: the pose
+    bones' matrices (shown_matrices; (F, bones, 4, 4) with ``q`` (F, n): a batch of frames) instead of now's."""
+    M = shown_matrices(obj) if matrices is None else matrices
+    world = np.zeros(M.shape[:-3] + (len(tree.link_names), 4, 4))
+    world[..., 0, 0] = world[..., 1, 1] = world[..., 2, 2] = world[..., 3, 3] = 1.0
+    world[..., mapping.links, :, :] = M[..., mapping.rows, :, :]
     return ShownState(tree, np.asarray(q, dtype=float), world)
+
+
+def shown_matrices(obj):
+    """(bones, 4, 4) the pose bones' evaluated matrices (armature space) as Blender shows them now."""
+    return _matrices(obj.pose.bones, "matrix", len(obj.pose.bones))
 
 
 def scaled_bones(obj, mapping, tol=1e-4):

@@ -11,15 +11,17 @@ itself after a backup copy is made. A cancelled or failed bake writes nothing.
 
 import json
 import time
+from copy import copy
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..solvers import Orientation, Pose, Position
 from ..solvers.blas import single_thread_blas
 from ..solvers.tracking import Frames
 from .armature import (
-    RigError, bone_scales, limit_violations, poses_from_basis, read_frame_input, read_pose, rotation_channel,
-    rotation_path, scaled_bones, shown_state,
+    RigError, ShownState, bone_scales, limit_violations, poses_from_basis, read_frame_input, read_pose,
+    rotation_channel, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree, world_scale
 
@@ -427,25 +429,37 @@ class Baker:
         """(frames, columns): every frame's goals judged on the pose Blender shows once the keys are written
         (the keys as Blender evaluates them, and what the solve does not model: constraints, pose scale). Only the
         report's goals are judged, and the pose is read back (rotations as values) only when one of them is a
-        joint value: the others are judged on the evaluated bone matrices alone."""
+        joint value: the others are judged on the evaluated bone matrices alone, read frame by frame and judged
+        for every frame at once where the goal's kind allows (_stacked)."""
         from ..solvers import JointValue
 
         judged = sorted({i for i, _ in self.columns})
         angular = {i for i, field in self.columns if field != "error"}
-        rows = []
-        for f, q, objectives, scale in zip(self.frames, self.Q, self.objectives, self.scales):
+        values = any(isinstance(objectives[i], JointValue) for objectives in self.objectives for i in judged)
+        matrices, Q = [], []
+        for f, q in zip(self.frames, self.Q):
             self.scene.frame_set(f)
-            if any(isinstance(objectives[i], JointValue) for i in judged):
-                q = read_pose(self.obj, self.tree, self.mapping)
-            state = shown_state(self.obj, self.tree, self.mapping, q)
-            errors, details = [0.0] * len(objectives), [None] * len(objectives)
-            for i in judged:
+            matrices.append(shown_matrices(self.obj))
+            Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)
+        state = shown_state(self.obj, self.tree, self.mapping, np.array(Q), np.array(matrices))
+        errors = np.zeros((len(self.frames), max(judged, default=-1) + 1))
+        angles = np.zeros_like(errors)
+        for i in judged:
+            together = _stacked([objectives[i] for objectives in self.objectives])
+            if together is not None:
+                errors[:, i] = together.error(state)
                 if i in angular:
-                    details[i] = objectives[i].details(state)
-                    errors[i] = details[i]["error"]
+                    angles[:, i] = together.orientation.error(state)
+                continue
+            for k, objectives in enumerate(self.objectives):  # other kinds: frame by frame
+                one = ShownState(self.tree, state.q[k], state.world[k])
+                if i in angular:
+                    d = objectives[i].details(one)
+                    errors[k, i], angles[k, i] = d["error"], d["angular_error"]
                 else:
-                    errors[i] = float(objectives[i].error(state))
-            rows.append(self._row(errors, details, scale))
+                    errors[k, i] = float(objectives[i].error(one))
+        rows = [[(errors[k, i] if field == "error" else angles[k, i]) * (scale if u == "m" else 1.0)
+                 for (i, field), u in zip(self.columns, self.units)] for k, scale in enumerate(self.scales)]
         return np.array(rows, dtype=float).reshape(len(self.frames), len(self.labels))
 
     def _restore_frame(self):
@@ -579,6 +593,27 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
         keep_report(action, report)
         return report
+
+
+def _stacked(objectives):
+    """One goal over every frame as one objective whose targets have a leading frame axis, judged on a batch of
+    states at once (Position, Orientation and Pose: their residuals broadcast over it); None for other kinds, or
+    when the frames' objectives differ in kind, link or offset."""
+    first = objectives[0]
+    kind = type(first)
+    if kind not in (Position, Orientation, Pose) or any(type(o) is not kind or o.link != first.link
+                                                         for o in objectives):
+        return None
+    if kind is Pose:
+        out = copy(first)
+        out.position, out.orientation = (_stacked([o.position for o in objectives]),
+                                         _stacked([o.orientation for o in objectives]))
+        return out if out.position is not None else None
+    if kind is Position and any(not np.array_equal(o.offset, first.offset) for o in objectives):
+        return None
+    out = copy(first)
+    out.target = np.array([o.target for o in objectives])
+    return out
 
 
 def keep_report(action, report):

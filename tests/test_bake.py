@@ -269,3 +269,33 @@ def test_a_joint_value_goal_is_judged_on_the_rotation_blender_shows(scene):
     report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
     assert not report.ok and report.solved_errors[:, column].max() < 2e-3
     assert report.errors[:, column].min() > 0.02  # judged on the driven rotation (solved: below 2e-3)
+
+
+def test_the_shown_pose_is_judged_for_every_frame_at_once_as_frame_by_frame(scene):
+    """The report's errors (the pose Blender shows) are judged for every frame at once where a goal's kind allows
+    it (position, orientation, pose) and frame by frame for the others (look-at): each equal to the goal's own
+    error on that frame's shown pose."""
+    from fullbody_ik.rig.armature import read_pose, shown_state
+
+    obj, target = scene
+    target.rotation_euler = (0.3, 0.2, 0.1)
+    target.keyframe_insert("rotation_euler", frame=FRAMES[0])
+    target.rotation_euler = (-0.4, 0.5, 1.0)
+    target.keyframe_insert("rotation_euler", frame=FRAMES[1])
+    for kind, bone in (("POSE", "b1"), ("ORIENTATION", "b0"), ("LOOK_AT", "b1")):
+        g = obj.fullbody_ik.goals.add()
+        g.kind, g.bone, g.target, g.weight = kind, bone, target, 0.1
+    baker = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES, max_error=float("inf")))
+    report = baker.run()
+    assert [g.split()[0] for g in report.goals] == ["position", "pose", "pose", "orientation", "look"]
+    assert report.goals[2].endswith("(angle)")
+    expected = []
+    for f, objectives in zip(baker.frames, baker.objectives):
+        bpy.context.scene.frame_set(f)
+        state = shown_state(obj, baker.tree, baker.mapping, read_pose(obj, baker.tree, baker.mapping))
+        pose = objectives[1].details(state)
+        expected.append([objectives[0].error(state), pose["error"], pose["angular_error"],
+                         objectives[2].error(state), objectives[3].error(state)])
+    expected = np.array(expected)
+    assert np.all(np.ptp(expected, axis=0) > 1e-3)  # every goal moves: one frame's target for all would fail
+    assert np.allclose(report.errors, expected, rtol=0, atol=1e-12)

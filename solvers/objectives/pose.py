@@ -166,7 +166,7 @@ class Orientation(_Grouped, Objective):
 
     def compute_residual(self, state):
         R = state.rotation(self._link(state, self.link))
-        return log_so3(R @ self.target.T)
+        return log_so3(R @ np.swapaxes(self.target, -1, -2))  # (a target per state of a batch: the bake's judging)
 
     def jacobian(self, state):
         i = self._link(state, self.link)
