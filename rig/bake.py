@@ -23,7 +23,7 @@ from .armature import (
     RigError, ShownState, bone_scales, limit_violations, poses_from_basis, read_frame_input, read_pose,
     rotation_channel, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
-from .goals import ANGULAR_KINDS, goal_objectives, settings_tracker, settings_tree, world_scale
+from .goals import ANGULAR_KINDS, GoalObjectives, settings_tracker, settings_tree, world_scale
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -304,6 +304,7 @@ class ArmatureGoals:
     def __init__(self, obj):
         self.obj = obj
         self.tree, self.mapping = settings_tree(obj)
+        self._objectives = GoalObjectives(obj, self.tree, self.mapping)
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
         # One column per error: a pose goal has two (position, and its angle from its details).
@@ -317,7 +318,7 @@ class ArmatureGoals:
 
     def objectives(self, frame, q_anim, seed):
         try:
-            return goal_objectives(self.obj, self.obj.fullbody_ik.goals, self.tree, self.mapping, seed)
+            return self._objectives(seed)
         except RigError as e:
             raise RigError(f"frame {frame}: {e}") from None
 

@@ -11,6 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 import fullbody_ik  # noqa: E402
+from fullbody_ik.rig import RigError  # noqa: E402
 from fullbody_ik.rig.bake import REPORT_PROPERTY, REPORT_TEXT, BakeOptions, Baker, simplify  # noqa: E402
 
 FRAMES = (1, 24)
@@ -299,3 +300,46 @@ def test_the_shown_pose_is_judged_for_every_frame_at_once_as_frame_by_frame(scen
     expected = np.array(expected)
     assert np.all(np.ptp(expected, axis=0) > 1e-3)  # every goal moves: one frame's target for all would fail
     assert np.allclose(report.errors, expected, rtol=0, atol=1e-12)
+
+
+def _same_objective(a, b):
+    assert type(a) is type(b) and a.__dict__.keys() == b.__dict__.keys()
+    for key, value in b.__dict__.items():
+        other = a.__dict__[key]
+        if hasattr(value, "__dict__") and not isinstance(value, np.ndarray):
+            _same_objective(other, value)
+        elif isinstance(value, np.ndarray):
+            assert np.allclose(other, value, rtol=0, atol=1e-12), key
+        else:
+            assert other == value, key
+
+
+def test_a_bakes_later_frames_have_the_goals_the_first_frames_make_aimed_at_their_targets(scene):
+    """A bake reads its goals' settings on the first frame and only their targets on later ones: every kind of goal
+    gets the objective goal_objectives makes from scratch on that frame."""
+    from fullbody_ik.rig.goals import GoalObjectives, goal_objectives, settings_tree
+
+    obj, target = scene
+    target.rotation_euler = (0.3, 0.2, 0.1)
+    target.keyframe_insert("rotation_euler", frame=FRAMES[0])
+    target.rotation_euler = (-0.4, 0.5, 1.0)
+    target.keyframe_insert("rotation_euler", frame=FRAMES[1])
+    for kind, bone in (("POSE", "b1"), ("ORIENTATION", "b0"), ("LOOK_AT", "b1"), ("DISTANCE", "b0"),
+                       ("JOINT_VALUE", "b0"), ("DISPLACEMENT", "b0")):
+        g = obj.fullbody_ik.goals.add()
+        g.kind, g.bone, g.target = kind, bone, target
+    obj.fullbody_ik.goals[-3].min_distance = 0.3
+    tree, mapping = settings_tree(obj)
+    later = GoalObjectives(obj, tree, mapping)
+    rng = np.random.default_rng(0)
+    for f in (FRAMES[0], 7, 13, FRAMES[1]):
+        bpy.context.scene.frame_set(f)
+        q = rng.normal(size=tree.n)
+        made, fresh = later(q), goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q)
+        assert len(made) == len(fresh) == 7
+        for a, b in zip(made, fresh):
+            _same_objective(a, b)
+    target.scale = (-1.0, 1.0, 1.0)  # a mirrored target: refused as on a first frame
+    bpy.context.scene.frame_set(9)
+    with pytest.raises(RigError, match=r"goal 2 \(pose\): Orientation target is a reflection"):
+        later(q)
