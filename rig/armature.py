@@ -338,6 +338,86 @@ def rotation_channel(mode, R, previous):
     return tuple(m.to_euler(mode, Euler(previous, mode)))
 
 
+# Blender's Euler orders (RotOrderInfo): the axes i, j, k in turn and the parity.
+_EULER_ORDERS = {"XYZ": ((0, 1, 2), False), "XZY": ((0, 2, 1), True), "YXZ": ((1, 0, 2), True),
+                 "YZX": ((1, 2, 0), False), "ZXY": ((2, 0, 1), False), "ZYX": ((2, 1, 0), True)}
+
+
+def rotation_channels(mode, R, previous):
+    """rotation_channel for the rotations of every frame (F, 3, 3) at once, each continuous with the one before and
+    the first with ``previous``: (F, 3 or 4). Blender's conversions (mathutils': 4 us a call, a bake makes one per
+    bone and frame) in numpy: the quaternion and its hemisphere, the axis-angle turned toward the previous axis, the
+    two Euler solutions of Blender's mat3_normalized_to_eulo2 made compatible (compatible_eul: each angle by whole
+    turns to the nearest of the previous one) and the nearer of the two kept."""
+    R = np.asarray(R, dtype=float)
+    if mode in ("QUATERNION", "AXIS_ANGLE"):
+        q = _quaternions(R)
+        if mode == "QUATERNION":
+            return _continuous_sign(q, np.asarray(previous, dtype=float), q)
+        half = np.arccos(np.clip(q[:, 0], -1.0, 1.0))
+        s = np.sin(half)
+        axis = q[:, 1:] / np.where(np.abs(s) < 0.0005, 1.0, s)[:, None]  # (as quat_to_axis_angle)
+        out = np.column_stack([2.0 * half, axis])
+        return _continuous_sign(axis, np.asarray(previous[1:], dtype=float), out)
+    (i, j, k), parity = _EULER_ORDERS[mode]
+    m = lambda a, b: R[:, b, a]  # noqa: E731  (Blender's mat[a][b]: column a, row b)
+    cy = np.hypot(m(i, i), m(i, j))
+    regular = cy > 16.0 * np.finfo(np.float32).eps
+    e1, e2 = np.zeros((len(R), 3)), np.zeros((len(R), 3))
+    e1[:, i] = np.where(regular, np.arctan2(m(j, k), m(k, k)), np.arctan2(-m(k, j), m(j, j)))
+    e1[:, j] = np.arctan2(-m(i, k), cy)
+    e1[:, k] = np.where(regular, np.arctan2(m(i, j), m(i, i)), 0.0)
+    e2[:, i] = np.where(regular, np.arctan2(-m(j, k), -m(k, k)), e1[:, i])
+    e2[:, j] = np.where(regular, np.arctan2(-m(i, k), -cy), e1[:, j])
+    e2[:, k] = np.where(regular, np.arctan2(-m(i, j), -m(i, i)), 0.0)
+    if parity:
+        e1, e2 = -e1, -e2
+    out = np.empty_like(e1)
+    old = np.asarray(previous, dtype=float)
+    turn = 2.0 * np.pi
+    for f in range(len(R)):  # each frame's choice depends on the last: in turn, two (3,) vectors a frame
+        a = e1[f] - np.floor((e1[f] - old) / turn + 0.5) * turn
+        b = e2[f] - np.floor((e2[f] - old) / turn + 0.5) * turn
+        old = out[f] = b if np.abs(a - old).sum() > np.abs(b - old).sum() else a
+    return out
+
+
+def _quaternions(R):
+    """(F, 4) unit quaternions (w, x, y, z) of rotations (F, 3, 3), from the largest of the four candidates."""
+    t = np.stack([1.0 + R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2], 1.0 + R[:, 0, 0] - R[:, 1, 1] - R[:, 2, 2],
+                  1.0 - R[:, 0, 0] + R[:, 1, 1] - R[:, 2, 2], 1.0 - R[:, 0, 0] - R[:, 1, 1] + R[:, 2, 2]], axis=1)
+    best = np.argmax(t, axis=1)
+    q = np.empty((len(R), 4))
+    for c in range(4):
+        at = best == c
+        if not at.any():
+            continue
+        r, s = R[at], 2.0 * np.sqrt(np.maximum(t[at, c], 1e-300))
+        if c == 0:
+            q[at] = np.column_stack([s / 4, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
+                                     (r[:, 1, 0] - r[:, 0, 1]) / s])
+        elif c == 1:
+            q[at] = np.column_stack([(r[:, 2, 1] - r[:, 1, 2]) / s, s / 4, (r[:, 0, 1] + r[:, 1, 0]) / s,
+                                     (r[:, 0, 2] + r[:, 2, 0]) / s])
+        elif c == 2:
+            q[at] = np.column_stack([(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, s / 4,
+                                     (r[:, 1, 2] + r[:, 2, 1]) / s])
+        else:
+            q[at] = np.column_stack([(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
+                                     (r[:, 1, 2] + r[:, 2, 1]) / s, s / 4])
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return np.where(q[:, :1] < 0, -q, q)  # w >= 0, as Blender's
+
+
+def _continuous_sign(v, previous, out):
+    """``out`` with each row negated where its ``v`` points away (a negative dot) from the row before's, as kept
+    (the first row from ``previous``): a frame's sign is the product of the turns before it."""
+    dots = np.einsum("fi,fi->f", v[1:], v[:-1])
+    first = -1.0 if v[0] @ previous < 0.0 else 1.0
+    signs = np.cumprod(np.concatenate([[first], np.where(dots < 0.0, -1.0, 1.0)]))
+    return out * signs[:, None]
+
+
 ROTATION_PATHS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
 
 

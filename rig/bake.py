@@ -21,7 +21,7 @@ from ..solvers.blas import single_thread_blas
 from ..solvers.tracking import Frames
 from .armature import (
     RigError, ShownState, bone_scales, limit_violations, poses_from_basis, read_frame_input, read_pose,
-    rotation_channel, rotation_path, scaled_bones, shown_matrices, shown_state,
+    rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .goals import ANGULAR_KINDS, GoalObjectives, settings_tracker, settings_tree, world_scale
 
@@ -513,13 +513,8 @@ class Baker:
         for name in bones:
             pb = self.obj.pose.bones[name]
             path, mode = rotation_path(pb), pb.rotation_mode
-            previous = self.start_values[name]
-            rot = []
-            for R in rotations[:, self.tree.link_index[name]]:
-                previous = rotation_channel(mode, R, previous)
-                rot.append(previous)
+            rot = rotation_channels(mode, rotations[:, self.tree.link_index[name]], self.start_values[name])
             loc = Q[:, self.mapping.variables[name][:3]] if name in self.mapping.free_root else []
-            rot = np.array(rot)
             base = f'pose.bones["{name}"].'
             for i in range(rot.shape[1]):
                 out[(base + path, i, name)] = rot[:, i]

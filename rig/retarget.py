@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .armature import RigError, _matrices, rotation_channel, rotation_path
+from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .footplant import _driven, _turn, sample_motion
 from .feet import find_feet
 from .humanoid import SIDES, map_humanoid
@@ -399,12 +399,7 @@ def retarget(scene, source, target, options=None, progress=None):
     for n in order:
         pb = target.pose.bones[n]
         path, mode = rotation_path(pb), pb.rotation_mode
-        previous = tuple(getattr(pb, path))
-        values = []
-        for B in basis[n]:
-            previous = rotation_channel(mode, B[:3, :3], previous)
-            values.append(previous)
-        values = np.array(values)
+        values = rotation_channels(mode, np.array([B[:3, :3] for B in basis[n]]), tuple(getattr(pb, path)))
         for c in range(values.shape[1]):
             fc = bag.fcurves.new(f'pose.bones["{n}"].{path}', index=c, group_name=n)
             write_keys(fc, fr, values[:, c])

@@ -69,6 +69,9 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         options.setdefault("stall", 5)  # give up a local minimum early: a new start is cheaper
     while True:
         q, message = run(problem, seed, budget, **options)
+        if not max_restarts:  # one search: nothing to rank it against (a tracking frame's usual case)
+            best_q, best_msg = q, message
+            break
         k = problem.__dict__.get("_kernel")
         if k is not None:  # solved on the compiled path: judged there
             key = k.key(q)
