@@ -605,7 +605,7 @@ def _stacked(objectives):
         out.position, out.orientation = (_stacked([o.position for o in objectives]),
                                          _stacked([o.orientation for o in objectives]))
         return out if out.position is not None else None
-    if kind is Position and any(not np.array_equal(o.offset, first.offset) for o in objectives):
+    if kind is Position and not (np.array([o.offset for o in objectives]) == first.offset).all():
         return None
     out = copy(first)
     out.target = np.array([o.target for o in objectives])
