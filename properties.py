@@ -89,6 +89,10 @@ class FBIK_Feet(bpy.types.PropertyGroup):
     max_error: FloatProperty(name="Max Error", default=0.01, min=0.0, soft_max=0.1, precision=4, subtype="DISTANCE",
                              description="A contact further off the terrain than this makes the result a failure "
                                          "(kept for inspection)")
+    independent: BoolProperty(name="Independent Frames", default=False,
+                              description="Solve each frame from the action's own pose there, not from the previous "
+                                          "frame's answer: frames in parallel threads (measured less smooth than "
+                                          "the default, and not faster on two cores)")
 
 
 class FBIK_BoneRole(bpy.types.PropertyGroup):

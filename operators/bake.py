@@ -34,6 +34,10 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
     max_error: FloatProperty(name="Max Error", default=0.01, min=0.0, soft_max=0.1, precision=4, subtype="DISTANCE",
                              description="A frame whose goal misses by more than this (world units; angular goals: "
                                          "1 degree) makes the bake a failure; the result is kept for inspection")
+    independent: BoolProperty(name="Independent Frames", default=False,
+                              description="Solve each frame from the action's own pose there, not from the previous "
+                                          "frame's answer: frames in parallel threads (for goals near the animated "
+                                          "pose; measured less smooth than the default)")
 
     @classmethod
     def poll(cls, context):
@@ -45,7 +49,7 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
         end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
         self.frame_start, self.frame_end = start, end
         return BakeOptions(start, end, self.step, self.replace, self.thin, self.continuity,
-                           max_error=self.max_error)
+                           max_error=self.max_error, independent=self.independent)
 
     def _start(self, context):
         problem = armature_problem(context)

@@ -40,7 +40,7 @@ class FULLBODY_IK_OT_foot_placement(ArmatureOperator, bpy.types.Operator):
             return {"CANCELLED"}
         start = self.frame_start if self.properties.is_property_set("frame_start") else scene.frame_start
         end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
-        options = FootOptions(start, end, names, props.feet, max_error=props.max_error)
+        options = FootOptions(start, end, names, props.feet, max_error=props.max_error, independent=props.independent)
         return run_job(self, context, lambda progress: foot_placement(scene, obj, options, progress=progress),
                        lambda r: f"Foot placement failed: {r.verdict}",
                        lambda r: f"Feet placed in {r.action!r}: {r.verdict}")

@@ -159,6 +159,7 @@ class FULLBODY_IK_PT_feet(_Subpanel, bpy.types.Panel):
         layout.prop(props, "terrain")
         layout.prop(props, "terrain_collection")
         layout.prop(props, "max_error")
+        layout.prop(props, "independent")
         layout.operator("fullbody_ik.foot_placement", icon="MOD_DYNAMICPAINT")
         ad = obj.animation_data
         for line in feet_report_summary(ad.action if ad is not None else None):

@@ -230,6 +230,17 @@ def test_invoking_without_a_window_bakes_at_once(scene):
     assert tip_error(obj, target, 12) < 2e-4
 
 
+def test_the_operator_bakes_independent_frames_in_threads(scene, monkeypatch):
+    """Independent Frames: each frame solved from the action's pose there, in two threads; the goal met on every
+    frame as with tracking."""
+    monkeypatch.setenv("FULLBODY_IK_THREADS", "2")
+    obj, target = scene
+    assert bpy.ops.fullbody_ik.bake(independent=True) == {"FINISHED"}
+    report = json.loads(obj.animation_data.action[REPORT_PROPERTY])
+    assert report["ok"] and all(report["per_frame"]["success"])
+    assert max(tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1, 5)) < 2e-4
+
+
 def test_bake_keys_the_scale_of_stretching_bones(scene):
     """A target beyond reach on some frames: with IK Stretch the bones scale, and their scale is keyed."""
     obj, target = scene
