@@ -163,3 +163,25 @@ def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
     proc = run("batch", "retarget", "--target", character, broken, "--json")  # the batch's summary has it whole
     assert proc.returncode == 1
     assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])
+
+
+def test_a_batch_hands_its_jobs_the_frames_options_and_one_thread_each(tmp_path, monkeypatch):
+    """--independent-frames and --threads reach every file's job; without --threads a job runs its frames on one
+    thread (the files at once are the batch's parallelism)."""
+    from fullbody_ik import batchjob, cli
+
+    for command, extra in (("bake", []), ("footplant", ["--terrain", "ground"]),
+                           ("retarget", ["--target", str(tmp_path / "char.blend")])):
+        args = cli.parser().parse_args(["batch", command, *extra, "--independent-frames", "--threads", "3", "a.blend"])
+        options = cli._job("a.blend", args, str(tmp_path / "out.blend"))["options"]
+        assert "--independent-frames" in options and options[options.index("--threads") + 1] == "3", command
+        args = cli.parser().parse_args(["batch", command, *extra, "a.blend"])
+        assert "--independent-frames" not in cli._job("a.blend", args, str(tmp_path / "o.blend"))["options"]
+    seen = {}
+    monkeypatch.delenv("FULLBODY_IK_THREADS", raising=False)
+    monkeypatch.setattr(batchjob.subprocess, "run", lambda cmd, env, **kw: seen.update(env)
+                        or subprocess.CompletedProcess(cmd, 2, "", "error: stop"))
+    (tmp_path / "a.blend").write_bytes(b"")
+    batchjob.run_file({"command": "bake", "file": str(tmp_path / "a.blend"), "output": str(tmp_path / "o.blend"),
+                       "options": [], "program": ["python", sys.executable]})
+    assert seen["FULLBODY_IK_THREADS"] == "1"
