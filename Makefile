@@ -87,7 +87,7 @@ bench-peers: $(STAMP)
 	$(PEERS)/bin/python -m fullbody_ik.benchmarks.peers
 
 build: $(STAMP)
-	$(PY) tools/build.py --all-platforms
+	$(PY) tools/build.py --all-platforms --cache-python $(PY) $(if $(wildcard .venv-5.2/bin/python),--cache-python .venv-5.2/bin/python)
 
 validate: $(STAMP)
 	$(PY) tools/build.py --validate-only

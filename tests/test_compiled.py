@@ -3,7 +3,9 @@
 robots of data/urdf and on random trees of every joint kind it covers; solutions as good; the fallback to numpy
 where it does not apply or is switched off; the compile cache in a writable folder."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -302,6 +304,48 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     folder, ok = out.stdout.split()
     assert ok == "True" and folder.startswith(str(tmp_path)) and os.access(folder, os.W_OK)
+
+
+SHIPPED = """
+import json, os
+from fullbody_ik.solvers import compiled
+out = {"file": compiled.__file__, "adopted": os.path.exists(compiled._warm_stamp("core"))}
+if out["adopted"]:
+    compiled.prepare("memetic")
+    kernels = [v for v in vars(compiled).values() if hasattr(v, "stats") and hasattr(v, "py_func")]
+    out["compiled"] = sum(sum(k.stats.cache_misses.values()) for k in kernels)
+    out["loaded"] = sum(sum(k.stats.cache_hits.values()) for k in kernels)
+print("REPORT" + json.dumps(out))
+"""
+
+
+def test_a_shipped_compiled_core_is_loaded_where_the_extension_is_installed(tmp_path):
+    """The zip ships the kernels compiled for any CPU of this architecture (tools/build.py): an extension installed
+    elsewhere, with an empty cache folder, copies them there on import and loads them, nothing compiled. Kernels
+    shipped from another source are not used."""
+    sys.path.insert(0, os.path.join(helpers.ROOT, "tools"))
+    import build
+
+    package = tmp_path / "site" / "fullbody_ik"
+    shutil.copytree(os.path.join(helpers.ROOT, "solvers"), package / "solvers",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(helpers.ROOT, "__init__.py"), package / "__init__.py")
+    assert build.compile_cache(str(package / "numba_cache")) == [compiled.cache_tag()]
+
+    def run(cache):
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+        env.update(NUMBA_CACHE_DIR=str(tmp_path / cache), PYTHONPATH=str(tmp_path / "site"))
+        out = subprocess.run([sys.executable, "-c", SHIPPED], env=env, capture_output=True, text=True, timeout=600)
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith("REPORT")]
+        assert out.returncode == 0 and line, out.stderr[-3000:]
+        return json.loads(line[0][len("REPORT"):])
+
+    report = run("user")
+    assert report["file"].startswith(str(tmp_path)) and report["adopted"]
+    assert report["compiled"] == 0 and report["loaded"] >= 5
+    with open(package / "solvers" / "compiled.py", "a") as fh:  # another source: its shipped kernels are stale
+        fh.write("\n# changed\n")
+    assert not run("other user")["adopted"]
 
 
 BACKGROUND = """

@@ -118,6 +118,10 @@ INSTALL = textwrap.dedent("""
     report["solve_error"] = (tip - __import__("mathutils").Vector((1.0, 0.5, 2.0))).length
     report["bake"] = sorted(bpy.ops.fullbody_ik.bake(frame_start=1, frame_end=2))
     report["baked_action"] = obj.animation_data.action.name
+    # The kernels the zip carries, loaded by the solve and the bake: none compiled here.
+    kernels = [v for v in vars(compiled).values() if hasattr(v, "stats") and hasattr(v, "py_func")]
+    report["kernels_compiled"] = sum(sum(k.stats.cache_misses.values()) for k in kernels)
+    report["kernels_loaded"] = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     bpy.ops.object.mode_set(mode="OBJECT")
     bpy.ops.preferences.addon_disable(module=mod)
     report["enabled_after_disable"] = list(addon_utils.check(mod))
@@ -164,5 +168,8 @@ def test_build_install_enable_and_unregister(tmp_path):
     assert "extensions" in report["scipy"] and all(t.startswith(f"{py}-{py}-") for t in report["scipy_tags"])
     assert report["solve"] == ["FINISHED"] and report["solve_error"] < 1e-3
     assert report["bake"] == ["FINISHED"] and report["baked_action"] == "Arm IK"
+    # The zip carries the compiled core (for any CPU of this architecture, this numba and Python): no first compile.
+    assert any(n.startswith("numba_cache/") and n.endswith(".nbi") for n in names)
+    assert report["kernels_compiled"] == 0 and report["kernels_loaded"] >= 3
     assert report["enabled_after_disable"] == [False, False]
     assert report["wheels_after_disable"] == []

@@ -11,6 +11,7 @@ cheap after the first time); numpy is never shipped, Blender bundles it.
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -83,8 +84,43 @@ def validate(source=ROOT):
     subprocess.run([sys.executable, blender_ext_cli(), "validate", source], check=True)
 
 
-def build(platforms=None, output_dir=None):
-    """Build zips for ``platforms`` (default: this one) into ``output_dir``; returns their paths."""
+def compile_cache(dest, pythons=(sys.executable,)):
+    """The compiled solver core (every part), compiled by each of ``pythons`` for the generic CPU of this machine's
+    architecture, laid out as solvers.compiled.adopt_shipped_cache reads it: ``dest``/<cache tag>/ (the kernels'
+    cache files and warm stamps). The compile reuses the user's cache folder (a warm one makes this a load).
+    Returns the tags made."""
+    code = ("import json, os, numba\n"
+            "from numba.core.caching import _CacheLocator\n"
+            "from fullbody_ik.solvers import compiled\n"
+            "compiled.warm('memetic')\n"
+            "sub = _CacheLocator.get_suitable_cache_subpath(compiled.__file__)\n"
+            "kernels = [v.py_func for v in vars(compiled).values() if hasattr(v, 'py_func') and hasattr(v, 'stats')]\n"
+            "names = sorted({'%s.%s-%d.' % (os.path.splitext(os.path.basename(f.__code__.co_filename))[0],\n"
+            "                               f.__qualname__, f.__code__.co_firstlineno) for f in kernels})\n"
+            "print('CACHE' + json.dumps([compiled.cache_tag(), numba.config.CACHE_DIR, sub, names]))\n")
+    tags = []
+    for python in pythons:
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("CACHE")]
+        if out.returncode or not lines:
+            raise SystemExit(f"compiling the solver core with {python} failed:\n{out.stderr[-3000:]}")
+        tag, cache, sub, kernels = json.loads(lines[-1][len("CACHE"):])
+        folder = os.path.join(dest, tag)
+        os.makedirs(folder, exist_ok=True)
+        for name in os.listdir(os.path.join(cache, sub)):  # this source's kernels only (the folder keeps old ones)
+            if name.endswith((".nbi", ".nbc")) and name.startswith(tuple(kernels)):
+                shutil.copyfile(os.path.join(cache, sub, name), os.path.join(folder, name))
+        for name in os.listdir(cache):
+            if name.startswith("warm-") and name.endswith(".ok") and tag in name:
+                shutil.copyfile(os.path.join(cache, name), os.path.join(folder, name))
+        tags.append(tag)
+    return tags
+
+
+def build(platforms=None, output_dir=None, cache_pythons=(sys.executable,)):
+    """Build zips for ``platforms`` (default: this one) into ``output_dir``; returns their paths. This machine's
+    platform's zip carries the solver core compiled by ``cache_pythons`` (none: compiled on first use)."""
     data = manifest()
     platforms = platforms or [this_platform()]
     unknown = set(platforms) - set(data["platforms"])
@@ -107,10 +143,17 @@ def build(platforms=None, output_dir=None):
                       text)
         text = re.sub(r"(?ms)^wheels = \[.*?^\]", "wheels = [\n" + "".join(f'  "{w}",\n' for w in wheels) + "]",
                       text)
-        with open(os.path.join(src, "blender_manifest.toml"), "w") as fh:
-            fh.write(text)
-        subprocess.run([sys.executable, blender_ext_cli(), "build", "--source-dir", src, "--output-dir",
-                        output_dir, "--split-platforms"], check=True)
+        host = this_platform()
+        for group in ([p for p in platforms if p != host], [p for p in platforms if p == host]):
+            if not group:
+                continue
+            if group == [host] and cache_pythons:  # the compiled core, for this platform's zip only
+                compile_cache(os.path.join(src, "numba_cache"), cache_pythons)
+            with open(os.path.join(src, "blender_manifest.toml"), "w") as fh:
+                fh.write(re.sub(r"(?ms)^platforms = \[.*?\]",
+                                "platforms = [" + ", ".join(f'"{p}"' for p in group) + "]", text))
+            subprocess.run([sys.executable, blender_ext_cli(), "build", "--source-dir", src, "--output-dir",
+                            output_dir, "--split-platforms"], check=True)
     zips = [os.path.join(output_dir, f"{data['id']}-{data['version']}-{p.replace('-', '_')}.zip") for p in platforms]
     missing = [z for z in zips if not os.path.exists(z)]
     if missing:
@@ -124,12 +167,17 @@ def main():
     ap.add_argument("--platform", action="append", help="a Blender platform such as linux-x64 (repeatable)")
     ap.add_argument("--output-dir", default=os.path.join(ROOT, "dist"))
     ap.add_argument("--validate-only", action="store_true")
+    ap.add_argument("--cache-python", action="append", metavar="PYTHON",
+                    help="an interpreter (with this repository's numba) that compiles the solver core shipped in this "
+                         "platform's zip, one per Python version (default: this one)")
+    ap.add_argument("--no-cache", action="store_true", help="ship no compiled core (compiled on first use)")
     args = ap.parse_args()
     validate()
     if args.validate_only:
         return
     platforms = manifest()["platforms"] if args.all_platforms else args.platform
-    for path in build(platforms, args.output_dir):
+    pythons = () if args.no_cache else tuple(args.cache_python or [sys.executable])
+    for path in build(platforms, args.output_dir, pythons):
         print(f"built {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
 
 
