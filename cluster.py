@@ -109,6 +109,7 @@ def run_on_dask(address, jobs, command, log):
     except KeyboardInterrupt:
         log("interrupted: the tasks not started are cancelled; a job already running ends on its own and "
             "saves its result")
+        _quiet_after_interrupt()
         raise
     finally:
         if futures:
@@ -116,6 +117,16 @@ def run_on_dask(address, jobs, command, log):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _quiet_after_interrupt():
+    """Ctrl-C can stop distributed.wait halfway through one of dask's own callbacks; when the client then closes,
+    tornado logs that callback's error with a traceback (seen once, in a CI run on Python 3.13: "cannot access free variable
+    'future'"), which says nothing to the user: dask's and tornado's logs are silenced for the shutdown."""
+    import logging
+
+    for name in ("tornado.application", "tornado.general", "asyncio", "distributed"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _entry(future, job, started):
