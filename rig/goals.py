@@ -74,7 +74,7 @@ def target_matrices(obj, goals, to_armature=None, sources=None):
             goals_at, bones = bone_rows
             world[goals_at] = W @ pose[bones] if pose is not None else W
     except ReferenceError:  # removed while a modal bake ran
-        raise _goal_error(0, "a target object was deleted during the job") from None
+        raise RigError("a goal's target object was deleted during the job") from None
     local = (np.linalg.inv(np.array(obj.matrix_world)) if to_armature is None else to_armature) @ world
     norms = np.sqrt((local[:, :3, :3] ** 2).sum(axis=1))  # (G, 3): each axis's length
     if not (np.isfinite(local.sum()) and norms.min(initial=np.inf) >= 1e-12):  # (the usual case: one test)
@@ -155,6 +155,8 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
     try:
         T = dict(zip((number for number, _ in targeted), target_matrices(obj, [g for _, g in targeted])))
     except RigError as e:
+        if not hasattr(e, "goal"):
+            raise
         number, goal = targeted[e.goal]
         raise RigError(f"{where(number, goal)}): {e}") from None
     objectives = []
@@ -207,6 +209,8 @@ class GoalObjectives:
         try:
             T = target_matrices(obj, None, sources=self.sources)
         except RigError as e:
+            if not hasattr(e, "goal"):
+                raise
             _, number, goal = self.targeted[e.goal]
             raise RigError(f"goal {number} ({goal.kind.replace('_', ' ').lower()}): {e}") from None
         R = np.zeros((len(T), 3, 3))

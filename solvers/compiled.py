@@ -23,6 +23,7 @@ carries them compiled (``numba_cache/``, tools/build.py): installed there, a fir
 (:func:`adopt_shipped_cache`) and nothing is compiled.
 """
 
+import functools
 import hashlib
 import math
 import os
@@ -161,8 +162,10 @@ def cache_tag():
     return f"{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{numba.config.CPU_NAME or 'host'}"
 
 
+@functools.lru_cache(maxsize=None)
 def _source_hash():
-    from . import rotations  # compiled here too (jl_inverse_coefficient)
+    """This source's content (and rotations', compiled here too), once a process: the status line asks often."""
+    from . import rotations
 
     digest = hashlib.sha256()
     for path in (__file__, rotations.__file__):

@@ -354,3 +354,18 @@ def test_a_bakes_later_frames_have_the_goals_the_first_frames_make_aimed_at_thei
     bpy.context.scene.frame_set(9)
     with pytest.raises(RigError, match=r"goal 2 \(pose\): Orientation target is a reflection"):
         later(q)
+
+
+def test_a_target_deleted_during_a_bake_stops_it_with_the_reason(scene):
+    """The modal bake keeps the UI live: a goal's target deleted between two frames stops the bake with a reason
+    (its later frames read the targets it found on the first), and nothing is written."""
+    obj, target = scene
+    actions = len(bpy.data.actions)
+    baker = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES))
+    baker.step()
+    baker.step()
+    bpy.data.objects.remove(target)
+    with pytest.raises(RigError, match="target object was deleted"):
+        baker.step()
+    baker.cancel()
+    assert len(bpy.data.actions) == actions
