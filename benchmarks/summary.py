@@ -99,8 +99,9 @@ def section():
         parts.append(f"**Bake throughput, character tracking (a CMU clip drives a rig's hips, wrists, ankles and "
                      f"head goals; free root; IK limits from the clip), one core** (`{r['command']}`, "
                      f"{r['machine']['date']}; {r['time_limit'] * 1e3:g} ms per frame; aims: >= 100 frames/s, the compiled core >= 10x numpy's frames/s at the same accuracy). "
-                     "Frames/s counts everything: frame evaluation, solving, key writing; numpy: the compiled core "
-                     "switched off, in the same run.\n\n"
+                     "Frames/s counts everything of the bake: frame evaluation, solving, key writing, judging (the "
+                     "compiled core loaded from its cache before the clock, once a process, as the command line "
+                     "does); numpy: the compiled core switched off, in the same run.\n\n"
                      + table(rows, BAKE_HEADERS)
                      + f"\n\nBatch scaling (`batch bake` over {b['files']} files, {b['cpus']} CPUs): 1 job "
                      f"{b['seconds_1_job']:.1f} s, 2 jobs {b['seconds_2_jobs']:.1f} s: {b['speedup']:.2f}x.")
