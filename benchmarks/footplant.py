@@ -83,7 +83,7 @@ def leg_acceleration(bpy, obj, frames, bones):
     return float(np.mean(np.abs(np.diff(a, 2, axis=0)))) if len(a) > 2 else 0.0
 
 
-def run_case(bpy, clip, kind, max_frames, independent=True, workers=0):
+def run_case(bpy, clip, kind, max_frames, independent=False, workers=0):
     from fullbody_ik.rig import footplant as fp
     from fullbody_ik.rig.feet import find_feet
 
@@ -161,9 +161,9 @@ def main():
     ap.add_argument("--clips", default="02_01,02_03,02_04,03_01,mannequiny,quaternius")
     ap.add_argument("--terrains", default=",".join(TERRAINS))
     ap.add_argument("--frames", type=int, default=240, help="at most this many frames per clip")
-    ap.add_argument("--tracked", action="store_true", help="each frame from the previous one's answer (the frames "
-                    "not independent, not in parallel), as before frames ran in parallel")
-    ap.add_argument("--workers", type=int, default=0, help="threads for the frames (0: automatic)")
+    ap.add_argument("--independent", action="store_true", help="each frame from the source's pose there, frames "
+                    "in parallel threads (FootOptions.independent; default: tracked, as the product)")
+    ap.add_argument("--workers", type=int, default=0, help="threads for --independent (0: automatic)")
     args = ap.parse_args()
     import bpy
 
@@ -177,15 +177,15 @@ def main():
                 f"{r['solve_ms_per_frame']:.2f}"]
 
     results, rows = run_cases(args.clips.split(","), args.terrains.split(","),
-                              lambda clip, kind: run_case(bpy, clip, kind, args.frames, not args.tracked,
+                              lambda clip, kind: run_case(bpy, clip, kind, args.frames, args.independent,
                                                                           args.workers), row, 14)
     headers = ["clip", "terrain", "frames", "ok", "penetration mm (src/offset/ours)", "float mm", "point float mm",
                "sole normal deg", "skate mm/frame", "accel ratio", "min swing clearance mm (src/ours)", "ms/frame",
                "bake ms/frame", "solve ms/frame"]
     print(table(rows, headers))
-    write("footplant_tracked" if args.tracked else "footplant", {"results": results, "rows": rows, "headers": headers},
+    write("footplant_independent" if args.independent else "footplant", {"results": results, "rows": rows, "headers": headers},
           f"python -m fullbody_ik.benchmarks.footplant --frames {args.frames}"
-          + (" --tracked" if args.tracked else "") + (f" --workers {args.workers}" if args.workers else ""))
+          + (" --independent" if args.independent else "") + (f" --workers {args.workers}" if args.workers else ""))
 
 
 if __name__ == "__main__":
