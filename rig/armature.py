@@ -56,6 +56,15 @@ class RigMapping:
         return np.append(idx, self.stretch[name]).astype(int) if name in self.stretch else idx
 
 
+def channelbags(id_block):
+    """The channelbags animating an ID through its assigned action and slot."""
+    ad = getattr(id_block, "animation_data", None)
+    if ad is None or ad.action is None or ad.action_slot is None:
+        return []
+    return [s.channelbag(ad.action_slot) for layer in ad.action.layers for s in layer.strips
+            if s.type == "KEYFRAME" and s.channelbag(ad.action_slot) is not None]
+
+
 def _matrices(collection, prop, count):
     """foreach_get of a 4x4 matrix property -> (count, 4, 4) row-major (Blender stores columns)."""
     flat = np.zeros(count * 16, dtype=np.float32)
@@ -236,18 +245,18 @@ def read_pose(obj, tree, mapping):
 
 
 def read_frame_input(obj, tree, mapping):
-    """The pose bones' bases (bones, 4, 4) as they are now, the tree's per-frame input set from them (read_pose
-    without the configuration: a bake turns every frame's into one at once, poses_from_basis)."""
+    """The bases (bones, 4, 4) of the mapping's bones as they are now, the tree's per-frame input set from them
+    (read_pose without the configuration: a bake turns every frame's into one at once, poses_from_basis)."""
     basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))
     tree.set_origins(mapping.links, frame_origins(mapping, basis))
-    return basis
+    return basis[mapping.rows]
 
 
-def poses_from_basis(tree, mapping, basis):
-    """(F, n) configurations of pose-bone bases (F, bones, 4, 4), read as Blender's IK reads them."""
-    M = basis[:, mapping.rows]
+def poses_from_basis(tree, mapping, M):
+    """(F, n) configurations of the mapping's bones' bases (F, bones, 4, 4: read_frame_input's), read as Blender's
+    IK reads them."""
     scale = np.linalg.norm(M[:, :, :3, :3], axis=2, keepdims=True)  # (F, bones, 1, 3): pose scale per axis
-    q = np.zeros((len(basis), tree.n))
+    q = np.zeros((len(M), tree.n))
     if mapping.stretch:  # a stretching bone's variable is its scale in armature space: own x inherited
         world_scale = {}
         for k, name in enumerate(mapping.bones):  # parents first
@@ -256,7 +265,7 @@ def poses_from_basis(tree, mapping, basis):
             world_scale[name] = scale[:, k, 0, 1] * inherited
             if name in mapping.stretch:
                 q[:, mapping.stretch[name]] = world_scale[name]
-    R = np.zeros((len(basis), len(tree.link_names), 3, 3))
+    R = np.zeros((len(M), len(tree.link_names), 3, 3))
     R[..., 0, 0] = R[..., 1, 1] = R[..., 2, 2] = 1.0
     R[:, mapping.links] = M[:, :, :3, :3] / scale  # without pose scale
     q = tree.values_from_rotations(R, q)  # every bone at once, read as Blender's IK reads them
@@ -280,12 +289,13 @@ class ShownState(State):
 
 def shown_state(obj, tree, mapping, q, matrices=None):
     """ShownState of the armature as evaluated now (call after the depsgraph is evaluated); ``q``: the
-    configuration joint-value goals are judged on (read_pose's, to judge the pose shown). ``matrices``: the pose
-    bones' matrices (shown_matrices; (F, bones, 4, 4) with ``q`` (F, n): a batch of frames) instead of now's."""
-    M = shown_matrices(obj) if matrices is None else matrices
+    configuration joint-value goals are judged on (read_pose's, to judge the pose shown). ``matrices``: the mapping's
+    bones' matrices (shown_matrices()[mapping.rows]; (F, bones, 4, 4) with ``q`` (F, n): a batch of frames) instead
+    of now's."""
+    M = shown_matrices(obj)[mapping.rows] if matrices is None else matrices
     world = np.zeros(M.shape[:-3] + (len(tree.link_names), 4, 4))
     world[..., 0, 0] = world[..., 1, 1] = world[..., 2, 2] = world[..., 3, 3] = 1.0
-    world[..., mapping.links, :, :] = M[..., mapping.rows, :, :]
+    world[..., mapping.links, :, :] = M
     return ShownState(tree, np.asarray(q, dtype=float), world)
 
 
@@ -356,7 +366,8 @@ def rotation_channels(mode, R, previous):
             return _continuous_sign(q, np.asarray(previous, dtype=float), q)
         half = np.arccos(np.clip(q[:, 0], -1.0, 1.0))
         s = np.sin(half)
-        axis = q[:, 1:] / np.where(np.abs(s) < 0.0005, 1.0, s)[:, None]  # (as quat_to_axis_angle)
+        axis = q[:, 1:] / np.where(np.abs(s) < 0.0005, 1.0, s)[:, None]  # (as quat_to_axis_angle: the identity's
+        axis[~axis.any(axis=1)] = (0.0, 1.0, 0.0)  # axis is Y)
         out = np.column_stack([2.0 * half, axis])
         return _continuous_sign(axis, np.asarray(previous[1:], dtype=float), out)
     (i, j, k), parity = _EULER_ORDERS[mode]

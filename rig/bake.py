@@ -20,7 +20,7 @@ from ..solvers import Orientation, Pose, Position
 from ..solvers.blas import single_thread_blas
 from ..solvers.tracking import Frames
 from .armature import (
-    RigError, ShownState, bone_scales, limit_violations, poses_from_basis, read_frame_input, read_pose,
+    RigError, ShownState, bone_scales, channelbags, limit_violations, poses_from_basis, read_frame_input, read_pose,
     rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .goals import ANGULAR_KINDS, GoalObjectives, settings_tracker, settings_tree, world_scale
@@ -227,18 +227,9 @@ def _finite_or_none(x):
     return float(x) if np.isfinite(x) else None
 
 
-def _channelbags(id_block):
-    """The channelbags animating an ID through its assigned action and slot."""
-    ad = getattr(id_block, "animation_data", None)
-    if ad is None or ad.action is None or ad.action_slot is None:
-        return []
-    return [s.channelbag(ad.action_slot) for layer in ad.action.layers for s in layer.strips
-            if s.type == "KEYFRAME" and s.channelbag(ad.action_slot) is not None]
-
-
 def _check_curves(id_block):
     """RigError when an animation curve of the ID holds a NaN or infinite key."""
-    for bag in _channelbags(id_block):
+    for bag in channelbags(id_block):
         for fc in bag.fcurves:
             n = len(fc.keyframe_points)
             if not n:
@@ -440,7 +431,7 @@ class Baker:
         matrices, Q = [], []
         for f, q in zip(self.frames, self.Q):
             self.scene.frame_set(f)
-            matrices.append(shown_matrices(self.obj))
+            matrices.append(shown_matrices(self.obj)[self.mapping.rows])  # (the solved bones': memory per frame)
             Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)
         state = shown_state(self.obj, self.tree, self.mapping, np.array(Q), np.array(matrices))
         errors = np.zeros((len(self.frames), max(judged, default=-1) + 1))

@@ -89,11 +89,12 @@ def available():
 def compiling():
     """Whether warm_in_background's compile of the core (every solver but the memetic one) is still running (looked
     at now)."""
-    if not _background_running():
+    background = _background  # (threads solving frames ask too: read it once)
+    if not _background_running() or background is None:
         return False
-    if not _background[3]:  # the core's stamp, looked for until it is there
-        _background[3] = os.path.exists(_warm_stamp())
-    return not _background[3]
+    if not background[3]:  # the core's stamp, looked for until it is there
+        background[3] = os.path.exists(_warm_stamp())
+    return not background[3]
 
 
 def memetic_compiling():
@@ -104,10 +105,11 @@ def memetic_compiling():
 
 def _background_running():
     global _background, _background_error
-    if _background is None:
+    background = _background
+    if background is None:
         return False
     global _memetic_error
-    process, started, log, core_ready = _background
+    process, started, log, core_ready = background
     if process.poll() is None:
         if time.monotonic() - started < BACKGROUND_LIMIT:
             return True
@@ -175,28 +177,45 @@ def _source_hash():
 
 
 SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numba_cache")
+_adopted = False  # this process copied the shipped kernels into the cache folder
 
 
 def adopt_shipped_cache(shipped=SHIPPED):
     """Copy the kernels compiled when the extension was built (``shipped``/cache_tag(): tools/build.py, for this
-    numba, Python and CPU name) into the cache folder when it holds none of this source yet: a first solve then
-    loads them (about a second) instead of compiling. Returns whether it did."""
+    numba, Python and CPU name; its SOURCE file names the source they were compiled from) into the cache folder,
+    when it holds none of this source yet: the first solve (or warm) then loads them, about a second, instead of
+    compiling. The warm stamps are not copied: warm() writes them once the kernels have loaded here (where numba
+    cannot use them, a different target, it compiles as without them, and says so). Each file is written under a
+    temporary name and renamed (processes starting at once never read half a file). Returns whether it did."""
+    global _adopted
     folder = os.path.join(shipped, cache_tag())
     if numba is None or not os.path.isdir(folder) or os.path.exists(_warm_stamp("core")):
         return False
-    if not any(n == os.path.basename(_warm_stamp("core")) for n in os.listdir(folder)):
-        return False  # built from another source
+    try:
+        with open(os.path.join(folder, "SOURCE")) as fh:
+            if fh.read().strip() != _source_hash():
+                return False  # built from another source
+    except OSError:
+        return False
     from numba.core.caching import _CacheLocator
 
     target = os.path.join(numba.config.CACHE_DIR, _CacheLocator.get_suitable_cache_subpath(__file__))
+    partial = None
     try:
         os.makedirs(target, exist_ok=True)
-        for name in sorted(os.listdir(folder), key=lambda n: n.endswith(".ok")):  # the stamps last
-            shutil.copyfile(os.path.join(folder, name),
-                            os.path.join(numba.config.CACHE_DIR if name.endswith(".ok") else target, name))
-    except OSError as e:  # a folder that cannot be written: compiled on first use instead
+        for name in os.listdir(folder):
+            if not name.endswith((".nbi", ".nbc")):
+                continue
+            partial = os.path.join(target, f".{name}.{os.getpid()}.part")
+            shutil.copyfile(os.path.join(folder, name), partial)
+            os.replace(partial, os.path.join(target, name))
+            partial = None
+    except OSError as e:  # a folder that cannot be written, a full disk: compiled on first use instead
+        if partial is not None and os.path.exists(partial):
+            os.remove(partial)
         print(f"Full-Body IK: the shipped compiled core could not be copied to {target} ({e})")
         return False
+    _adopted = True
     return True
 
 
@@ -2085,12 +2104,16 @@ def prepare(part):
 
 def _prepare(part):
     cold = not os.path.exists(_warm_stamp(part))
-    if cold:  # a first compile is long: say so rather than seem to hang
-        print(f"Full-Body IK: compiling the solver's {'kernels' if part == 'memetic' else 'core'} (once per machine "
-              "and version, about 40-75 s; later runs load it in under a second)...", file=sys.stderr, flush=True)
+    what = "kernels" if part == "memetic" else "core"
+    if cold and _adopted:  # shipped: a load, unless numba cannot use them here
+        print(f"Full-Body IK: loading the solver's {what} shipped with the extension (compiling it instead, about "
+              "40-75 s once, where this machine cannot use them)...", file=sys.stderr, flush=True)
+    elif cold:  # a first compile is long: say so rather than seem to hang
+        print(f"Full-Body IK: compiling the solver's {what} (once per machine and version, about 40-75 s; later "
+              "runs load it in under a second)...", file=sys.stderr, flush=True)
     seconds = warm(part)
     if cold:
-        print(f"Full-Body IK: compiled in {seconds:.0f} s", file=sys.stderr, flush=True)
+        print(f"Full-Body IK: {'ready' if _adopted else 'compiled'} in {seconds:.0f} s", file=sys.stderr, flush=True)
     _prepared.update(("core", part))
 
 

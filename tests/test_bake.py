@@ -369,3 +369,25 @@ def test_a_target_deleted_during_a_bake_stops_it_with_the_reason(scene):
         baker.step()
     baker.cancel()
     assert len(bpy.data.actions) == actions
+
+
+def test_a_goals_keyed_settings_are_read_on_every_frame(scene):
+    """A goal's own settings may be keyed (its point, weight, tolerance...): the bake reads them on every frame,
+    not only on the first, and the report judges each frame on its own."""
+    obj, target = scene
+    obj.fullbody_ik.goals[0].enabled = False
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.use_tail = "POSITION", "b2", True
+    for f, point in ((FRAMES[0], (0.8, 0.0, 1.9)), (FRAMES[1], (0.0, 0.8, 1.9))):
+        g.point = point
+        g.keyframe_insert("point", frame=f)
+    obj.update_tag()  # (the UI's depsgraph would see the new goal; a script tags it)
+    bpy.context.view_layer.update()
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert report.ok, report.text()
+    for f in (FRAMES[0], 13, FRAMES[1]):
+        bpy.context.scene.frame_set(f)
+        tip = np.array(obj.matrix_world @ obj.pose.bones["b2"].tail)
+        assert np.linalg.norm(tip - np.array(g.point)) < 2e-4, f
+    bpy.context.scene.frame_set(FRAMES[1])
+    assert np.linalg.norm(tip - (0.0, 0.8, 1.9)) < 2e-4

@@ -324,3 +324,4 @@ def test_a_bakes_rotation_channels_are_blenders_for_every_frame_at_once(mode):
     assert np.abs(quaternion_to_matrix(q) - R).max() < 1e-6
     assert np.all(np.einsum("fi,fi->f", ours[1:, 1:], ours[:-1, 1:]) >= 0) and ours[0, 1:] @ start[1:] >= 0
     assert np.abs(ours[:151] - expected[:151]).max() < 1e-2
+    assert np.allclose(np.abs(ours[151, 1:]), (0.0, 1.0, 0.0))  # the identity's axis: Y, as Blender's

@@ -86,8 +86,8 @@ def validate(source=ROOT):
 
 def compile_cache(dest, pythons=(sys.executable,)):
     """The compiled solver core (every part), compiled by each of ``pythons`` for the generic CPU of this machine's
-    architecture, laid out as solvers.compiled.adopt_shipped_cache reads it: ``dest``/<cache tag>/ (the kernels'
-    cache files and warm stamps). The compile reuses the user's cache folder (a warm one makes this a load).
+    architecture, laid out as solvers.compiled.adopt_shipped_cache reads it: ``dest``/<cache tag>/ (this source's
+    kernels' cache files, and SOURCE: the source's hash). The compile reuses the user's cache folder (a warm one makes this a load).
     Returns the tags made."""
     code = ("import json, os, numba\n"
             "from numba.core.caching import _CacheLocator\n"
@@ -97,7 +97,8 @@ def compile_cache(dest, pythons=(sys.executable,)):
             "kernels = [v.py_func for v in vars(compiled).values() if hasattr(v, 'py_func') and hasattr(v, 'stats')]\n"
             "names = sorted({'%s.%s-%d.' % (os.path.splitext(os.path.basename(f.__code__.co_filename))[0],\n"
             "                               f.__qualname__, f.__code__.co_firstlineno) for f in kernels})\n"
-            "print('CACHE' + json.dumps([compiled.cache_tag(), numba.config.CACHE_DIR, sub, names]))\n")
+            "print('CACHE' + json.dumps([compiled.cache_tag(), numba.config.CACHE_DIR, sub, names,\n"
+            "                            compiled._source_hash()]))\n")
     tags = []
     for python in pythons:
         env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
@@ -105,15 +106,14 @@ def compile_cache(dest, pythons=(sys.executable,)):
         lines = [ln for ln in out.stdout.splitlines() if ln.startswith("CACHE")]
         if out.returncode or not lines:
             raise SystemExit(f"compiling the solver core with {python} failed:\n{out.stderr[-3000:]}")
-        tag, cache, sub, kernels = json.loads(lines[-1][len("CACHE"):])
+        tag, cache, sub, kernels, source = json.loads(lines[-1][len("CACHE"):])
         folder = os.path.join(dest, tag)
         os.makedirs(folder, exist_ok=True)
         for name in os.listdir(os.path.join(cache, sub)):  # this source's kernels only (the folder keeps old ones)
             if name.endswith((".nbi", ".nbc")) and name.startswith(tuple(kernels)):
                 shutil.copyfile(os.path.join(cache, sub, name), os.path.join(folder, name))
-        for name in os.listdir(cache):
-            if name.startswith("warm-") and name.endswith(".ok") and tag in name:
-                shutil.copyfile(os.path.join(cache, name), os.path.join(folder, name))
+        with open(os.path.join(folder, "SOURCE"), "w") as fh:  # the source they were compiled from
+            fh.write(source + "\n")
         tags.append(tag)
     return tags
 
