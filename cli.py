@@ -620,6 +620,8 @@ def main(argv, inside_blender=False):
     """Parse and run; returns the exit code."""
     try:
         args = parser(inside_blender).parse_args(argv)
+        if getattr(args, "threads", None) and not getattr(args, "independent_frames", False):
+            raise UsageError("--threads applies to --independent-frames (tracked frames are solved in turn)")
     except UsageError as e:
         log(f"{e}\n(see --help)")
         return EXIT_USAGE

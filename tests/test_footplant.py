@@ -639,3 +639,5 @@ def test_independent_frames_are_placed_in_parallel_threads_as_one_by_one(tmp_pat
     assert np.allclose(solved[0], solved[1], rtol=0, atol=1e-9)
     run_bad = run("footplant", path, "--terrain", "ground", "--threads", "0")
     assert run_bad.returncode == 2 and "expected 1 or more" in run_bad.stderr
+    run_bad = run("footplant", path, "--terrain", "ground", "--threads", "2")
+    assert run_bad.returncode == 2 and "--threads applies to --independent-frames" in run_bad.stderr
