@@ -155,7 +155,21 @@ def default_workers(tree):
     if not compiled.covers_tree(tree):
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, MAX_WORKERS))
+    return max(1, min(cores, _cpu_quota() or cores, MAX_WORKERS))
+
+
+CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: a container's CPU quota ("max" or "<quota> <period>")
+
+
+def _cpu_quota():
+    """The CPUs a container's quota allows (a farm's 1-CPU job on a 64-core host: 1), or None. Affinity does not
+    show it, and each frame's budget is wall-clock time: threads beyond it would shorten every frame's solve."""
+    try:
+        with open(CPU_MAX) as fh:
+            quota, period = fh.read().split()[:2]
+        return None if quota == "max" else max(1, int(quota) // int(period))
+    except (OSError, ValueError):
+        return None
 
 
 class Frames:

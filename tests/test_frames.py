@@ -2,11 +2,13 @@
 """Independent frames solved in parallel (tracking.Frames): the same answers as one by one, each frame on its own
 origins, the compiled kernels releasing the GIL."""
 
+import os
+
 import numpy as np
 import pytest
 
 import helpers
-from fullbody_ik.solvers import Frames, Position, Tracker, compiled
+from fullbody_ik.solvers import Frames, Position, Tracker, compiled, tracking
 from fullbody_ik.solvers.problem import Problem
 
 
@@ -84,13 +86,20 @@ def test_a_frames_copy_of_the_tree_keeps_its_origins():
     assert not np.allclose(tree.fk(q)[tree.link_names[first]], before[tree.link_names[first]])
 
 
-def test_frames_run_in_threads_only_where_the_compiled_core_serves(monkeypatch):
+def test_frames_run_in_threads_only_where_the_compiled_core_serves(monkeypatch, tmp_path):
     tree, _, _ = _clip(0, 1)
     monkeypatch.delenv("FULLBODY_IK_THREADS", raising=False)
     monkeypatch.setattr(compiled, "_enabled", True)
     assert Frames(Tracker(tree)).workers >= 1
     monkeypatch.setattr(compiled, "_enabled", False)  # numpy holds the GIL: threads would only take turns
     assert Frames(Tracker(tree)).workers == 1
+    quota = tmp_path / "cpu.max"  # a container allowed one CPU: one thread, whatever the host's cores
+    quota.write_text("100000 100000\n")
+    monkeypatch.setattr(tracking, "CPU_MAX", str(quota))
+    monkeypatch.setattr(compiled, "_enabled", True)
+    assert Frames(Tracker(tree)).workers == 1
+    quota.write_text("max 100000\n")
+    assert Frames(Tracker(tree)).workers == min(len(os.sched_getaffinity(0)), tracking.MAX_WORKERS)
     monkeypatch.setenv("FULLBODY_IK_THREADS", "3")
     assert Frames(Tracker(tree)).workers == 3
     monkeypatch.setenv("FULLBODY_IK_THREADS", "many")
