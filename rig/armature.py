@@ -381,16 +381,27 @@ def rotation_channels(mode, R, previous):
     e2[:, i] = np.where(regular, np.arctan2(-m(j, k), -m(k, k)), e1[:, i])
     e2[:, j] = np.where(regular, np.arctan2(-m(i, k), -cy), e1[:, j])
     e2[:, k] = np.where(regular, np.arctan2(-m(i, j), -m(i, i)), 0.0)
-    if parity:
-        e1, e2 = -e1, -e2
-    out = np.empty_like(e1)
+    cand = np.stack([e1, e2], axis=1) * (-1.0 if parity else 1.0)  # (F, 2, 3)
     old = np.asarray(previous, dtype=float)
-    turn = 2.0 * np.pi
-    for f in range(len(R)):  # each frame's choice depends on the last: in turn, two (3,) vectors a frame
-        a = e1[f] - np.floor((e1[f] - old) / turn + 0.5) * turn
-        b = e2[f] - np.floor((e2[f] - old) / turn + 0.5) * turn
-        old = out[f] = b if np.abs(a - old).sum() > np.abs(b - old).sum() else a
+    # Each frame's solution is the nearer (L1, whole turns apart counted as one) to the last frame's, kept:
+    # distances depend on angles modulo a turn only, so every (last, next) pair's is known at once and the chain
+    # of choices is a loop over two-way flags; the angles are then the first one and the steps' cumulative sum.
+    first = np.abs(_wrap(cand[0] - old)).sum(axis=1)
+    pair = np.abs(_wrap(cand[1:, None, :, :] - cand[:-1, :, None, :])).sum(axis=-1)  # (F - 1, last, next)
+    second = (pair[:, :, 0] > pair[:, :, 1]).tolist()  # the second solution is nearer, after each last choice
+    choice = [int(first[0] > first[1])]
+    for row in second:
+        choice.append(int(row[choice[-1]]))
+    raw = cand[np.arange(len(R)), choice]
+    out = np.empty_like(raw)
+    out[0] = old + _wrap(raw[0] - old)
+    out[1:] = out[0] + np.cumsum(_wrap(np.diff(raw, axis=0)), axis=0)
     return out
+
+
+def _wrap(x):
+    """Angles by whole turns into [-pi, pi) (compatible_eul's nearest turn)."""
+    return x - np.floor(x / (2.0 * np.pi) + 0.5) * (2.0 * np.pi)
 
 
 def _quaternions(R):

@@ -11,7 +11,6 @@ itself after a backup copy is made. A cancelled or failed bake writes nothing.
 
 import json
 import time
-from copy import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +22,7 @@ from .armature import (
     RigError, ShownState, bone_scales, channelbags, limit_violations, poses_from_basis, read_frame_input, read_pose,
     rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
-from .goals import ANGULAR_KINDS, GoalObjectives, settings_tracker, settings_tree, world_scale
+from .goals import ANGULAR_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -335,9 +334,9 @@ class Baker:
         self.method = self.tracker.method
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
         self.frame_before = (scene.frame_current, scene.frame_subframe)
-        self.Q, self.anim_Q, self.errors, self.success, self.violations = [], [], [], [], []
+        self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
-        self.bases = []  # per frame, the pose bones' bases as the action poses them
+        self.bases = []  # per frame read, the solved bones' bases as the action poses them
         self.solve_ms, self.frame_ms, self.read_ms = [], [], []
         self.start_values = {}
         self.scaled = {}  # bone -> (first frame its pose scale is not 1, largest difference): not modeled, warned
@@ -362,7 +361,7 @@ class Baker:
         return len(self.Q) == len(self.frames)
 
     def _step_independent(self):
-        pool, read = self.pool, len(self.anim_Q)
+        pool, read = self.pool, len(self.bases)
         if read < len(self.frames):
             t0 = time.perf_counter()
             objectives, q_anim = self._read(self.frames[read])
@@ -386,12 +385,11 @@ class Baker:
         # The pose as a configuration: where the frame's solve starts or its goals need it, else for every frame
         # at once when the keys are written (_moved_bones): 0.15 ms a frame.
         q_anim = poses_from_basis(tree, mapping, basis[None])[0] if self._pose_needed() else None
-        self.anim_Q.append(q_anim)
         self.bases.append(basis)
         for name, off in scaled_bones(obj, mapping).items():
             first, largest = self.scaled.get(name, (f, 0.0))
             self.scaled[name] = (first, max(largest, off))
-        if len(self.anim_Q) == 1:
+        if len(self.bases) == 1:
             for name in mapping.bones:
                 pb = obj.pose.bones[name]
                 self.start_values[name] = tuple(getattr(pb, rotation_path(pb)))
@@ -592,15 +590,12 @@ def _stacked(objectives):
                                                          for o in objectives):
         return None
     if kind is Pose:
-        out = copy(first)
-        out.position, out.orientation = (_stacked([o.position for o in objectives]),
-                                         _stacked([o.orientation for o in objectives]))
-        return out if out.position is not None else None
+        position = _stacked([o.position for o in objectives])
+        return None if position is None else aimed(first, position=position,
+                                                   orientation=_stacked([o.orientation for o in objectives]))
     if kind is Position and not (np.array([o.offset for o in objectives]) == first.offset).all():
         return None
-    out = copy(first)
-    out.target = np.array([o.target for o in objectives])
-    return out
+    return aimed(first, target=np.array([o.target for o in objectives]))
 
 
 def keep_report(action, report):

@@ -2,13 +2,14 @@
 """Goals kept on the armature -> solver objectives in armature space, and one solve of the current frame."""
 
 import math
-from copy import copy
 
 import numpy as np
 
 from ..solvers import Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tracker
 from ..solvers.objectives.base import MAX_COORDINATE
-from .armature import RigError, build_tree, channelbags, read_pose, scaled_bones, shown_state, write_pose
+from .armature import (
+    RigError, build_tree, channelbags, read_pose, scaled_bones, shown_matrices, shown_state, write_pose,
+)
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -27,8 +28,10 @@ class GoalKind:
         self.retarget = retarget
 
 
-def _aimed(objective, **targets):
-    out = object.__new__(type(objective))  # (copy.copy costs five times as much)
+def aimed(objective, **targets):
+    """A copy of an objective with new values (its targets), nothing checked again (copy.copy costs five times as
+    much)."""
+    out = object.__new__(type(objective))
     out.__dict__ = {**objective.__dict__, **targets}
     return out
 
@@ -36,22 +39,22 @@ def _aimed(objective, **targets):
 GOAL_KINDS = {k.name: k for k in (
     GoalKind("POSITION", "Position", "Bring the bone's head (or tip) to the target's position", "m",
              lambda g, T, offset, tol, unit, c: Position(g.bone, T[:3, 3], offset=offset, tolerance=tol, **c),
-             retarget=lambda o, T, R: _aimed(o, target=T[:3, 3].copy())),
+             retarget=lambda o, T, R: aimed(o, target=T[:3, 3].copy())),
     GoalKind("ORIENTATION", "Orientation", "Turn the bone to the target's orientation", "rad",
              lambda g, T, offset, tol, unit, c: Orientation(g.bone, T[:3, :3], tolerance=tol, **c),
-             retarget=lambda o, T, R: _aimed(o, target=R)),
+             retarget=lambda o, T, R: aimed(o, target=R)),
     GoalKind("POSE", "Pose", "Position and orientation of the target", "m",
              lambda g, T, offset, tol, unit, c: Pose(g.bone, T, offset=offset, tolerance=tol, **c),
-             retarget=lambda o, T, R: _aimed(o, position=_aimed(o.position, target=T[:3, 3].copy()),
-                                             orientation=_aimed(o.orientation, target=R))),
+             retarget=lambda o, T, R: aimed(o, position=aimed(o.position, target=T[:3, 3].copy()),
+                                             orientation=aimed(o.orientation, target=R))),
     GoalKind("LOOK_AT", "Look At", "Point an axis of the bone at the target", "rad",
              lambda g, T, offset, tol, unit, c: LookAt(g.bone, T[:3, 3], axis=AXIS_VECTORS[g.look_at_axis],
                                                        tolerance=tol, **c),
-             retarget=lambda o, T, R: _aimed(o, target=T[:3, 3].copy())),
+             retarget=lambda o, T, R: aimed(o, target=T[:3, 3].copy())),
     GoalKind("DISTANCE", "Distance", "Keep at least a minimum distance from the target (collision sphere)", "m",
              lambda g, T, offset, tol, unit, c: Distance(g.bone, g.min_distance * unit, point=offset,
                                                          other_point=T[:3, 3], tolerance=tol, **c),
-             retarget=lambda o, T, R: _aimed(o, other_point=T[:3, 3].copy())),
+             retarget=lambda o, T, R: aimed(o, other_point=T[:3, 3].copy())),
     GoalKind("DISPLACEMENT", "Displacement", "Stay near the pose the solve starts from", None, None, False),
     GoalKind("JOINT_VALUE", "Joint Value", "Hold one rotation axis of the bone at a value", "rad",
              lambda g, T, offset, tol, unit, c: JointValue(f"{g.bone}.{g.joint_axis.lower()}", g.joint_value,
@@ -70,9 +73,8 @@ def target_matrices(obj, goals, to_armature=None, sources=None):
     try:
         for target, bone_rows in zip(objects, rows):
             W = np.array(target.matrix_world)
-            pose = _pose_matrices(target) if bone_rows[1][0] >= 0 else None
             goals_at, bones = bone_rows
-            world[goals_at] = W @ pose[bones] if pose is not None else W
+            world[goals_at] = W @ shown_matrices(target)[bones] if bones[0] >= 0 else W
     except ReferenceError:  # removed while a modal bake ran
         raise RigError("a goal's target object was deleted during the job") from None
     local = (np.linalg.inv(np.array(obj.matrix_world)) if to_armature is None else to_armature) @ world
@@ -115,17 +117,25 @@ def target_sources(goals):
     return objects, rows, fixed
 
 
-def _pose_matrices(obj):
-    """(bones, 4, 4) pose matrices (armature space) of every pose bone, read at once."""
-    flat = np.zeros(len(obj.pose.bones) * 16, dtype=np.float32)
-    obj.pose.bones.foreach_get("matrix", flat)
-    return flat.reshape(-1, 4, 4).transpose(0, 2, 1).astype(float)
-
-
 def _goal_error(index, message):
     e = RigError(message)
     e.goal = index
     return e
+
+
+def _where(number, goal):
+    """A goal as errors name it: its number in the list and its kind."""
+    return f"goal {number} ({goal.kind.replace('_', ' ').lower()})"
+
+
+def _named_targets(obj, numbered, sources=None):
+    """target_matrices of ``numbered`` [(number, goal)], a RigError naming the goal that has none."""
+    try:
+        return target_matrices(obj, [goal for _, goal in numbered], sources=sources)
+    except RigError as e:
+        if not hasattr(e, "goal"):
+            raise
+        raise RigError(f"{_where(*numbered[e.goal])}: {e}") from None
 
 
 def world_scale(obj):
@@ -150,33 +160,26 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
     # Tolerances and distances are world lengths; the tree lives in the armature's (uniformly scaled) space.
     unit = 1.0 / world_scale(obj)
     enabled = [(number, goal) for number, goal in enumerate(goals, start=1) if goal.enabled]
-    where = lambda number, goal: f"goal {number} ({goal.kind.replace('_', ' ').lower()}"  # noqa: E731
     targeted = [(number, goal) for number, goal in enabled if GOAL_KINDS[goal.kind].target]
-    try:
-        T = dict(zip((number for number, _ in targeted), target_matrices(obj, [g for _, g in targeted])))
-    except RigError as e:
-        if not hasattr(e, "goal"):
-            raise
-        number, goal = targeted[e.goal]
-        raise RigError(f"{where(number, goal)}): {e}") from None
+    T = dict(zip((number for number, _ in targeted), _named_targets(obj, targeted)))
     objectives = []
     for number, goal in enabled:
         if goal.kind == "DISPLACEMENT":
             objectives.append(Displacement(q_start, weight=goal.weight, priority=goal.priority))
             continue
         if goal.bone not in mapping.joints:
-            raise RigError(f"{where(number, goal)}): bone {goal.bone!r} not found in {obj.name!r} (deleted or "
+            raise RigError(f"{_where(number, goal)}: bone {goal.bone!r} not found in {obj.name!r} (deleted or "
                            "renamed?)")
         offset = (0.0, obj.data.bones[goal.bone].length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
         kind = GOAL_KINDS[goal.kind]
         tol = goal.tolerance * unit if kind.unit == "m" else max(goal.tolerance, 1e-3)
         common = dict(weight=goal.weight, priority=goal.priority)
         if goal.kind == "JOINT_VALUE" and f"{goal.bone}.{goal.joint_axis.lower()}" not in tree.joint_names:
-            raise RigError(f"{where(number, goal)}): the {goal.joint_axis} axis of {goal.bone!r} is locked")
+            raise RigError(f"{_where(number, goal)}: the {goal.joint_axis} axis of {goal.bone!r} is locked")
         try:
             objectives.append(kind.make(goal, T.get(number), offset, tol, unit, common))
         except ValueError as e:  # a target the objective refuses (a mirrored one: not a rotation)
-            raise RigError(f"{where(number, goal)}): {e}") from None
+            raise RigError(f"{_where(number, goal)}: {e}") from None
     if not any(not isinstance(o, Displacement) for o in objectives):
         raise RigError("no enabled goal: add one for a bone (Add Goal) or enable one")
     return objectives
@@ -203,19 +206,13 @@ class GoalObjectives:
             goals = obj.fullbody_ik.goals
             self.first, self.scale = goal_objectives(obj, goals, self.tree, self.mapping, q_start), scale
             enabled = [(number, goal) for number, goal in enumerate(goals, start=1) if goal.enabled]
-            self.targeted = [(i, number, goal) for i, (number, goal) in enumerate(enabled)
-                             if GOAL_KINDS[goal.kind].target]
+            self.at = [i for i, (_, goal) in enumerate(enabled) if GOAL_KINDS[goal.kind].target]
+            self.targeted = [enabled[i] for i in self.at]
             self.displacements = [i for i, (_, goal) in enumerate(enabled) if goal.kind == "DISPLACEMENT"]
-            self.turned = [k for k, (_, _, goal) in enumerate(self.targeted) if goal.kind in ("ORIENTATION", "POSE")]
-            self.sources = target_sources([goal for _, _, goal in self.targeted])
+            self.turned = [k for k, (_, goal) in enumerate(self.targeted) if goal.kind in ("ORIENTATION", "POSE")]
+            self.sources = target_sources([goal for _, goal in self.targeted])
             return self.first
-        try:
-            T = target_matrices(obj, None, sources=self.sources)
-        except RigError as e:
-            if not hasattr(e, "goal"):
-                raise
-            _, number, goal = self.targeted[e.goal]
-            raise RigError(f"goal {number} ({goal.kind.replace('_', ' ').lower()}): {e}") from None
+        T = _named_targets(obj, self.targeted, self.sources)
         R = np.zeros((len(T), 3, 3))
         if self.turned:
             U, _, Vt = np.linalg.svd(T[self.turned, :3, :3])  # as as_rotation, at once
@@ -223,10 +220,10 @@ class GoalObjectives:
         if (np.linalg.det(R[self.turned]) < 0).any() or np.abs(T[:, :3, 3]).max(initial=0.0) > MAX_COORDINATE:
             return goal_objectives(obj, obj.fullbody_ik.goals, self.tree, self.mapping, q_start)  # (says why)
         out = list(self.first)
-        for k, (i, _, goal) in enumerate(self.targeted):
+        for k, (i, (_, goal)) in enumerate(zip(self.at, self.targeted)):
             out[i] = GOAL_KINDS[goal.kind].retarget(self.first[i], T[k], R[k])
         for i in self.displacements:
-            out[i] = _aimed(self.first[i], reference=np.array(q_start, dtype=float).reshape(-1))
+            out[i] = aimed(self.first[i], reference=np.array(q_start, dtype=float).reshape(-1))
         return out
 
 

@@ -196,20 +196,23 @@ class Frames:
     def submit(self, tree, objectives, seed_q):
         index = len(self._results)
         tracker = self.tracker.for_frame(tree, index, seed_q)
-        if self._pool is None:
-            self._results.append(tracker.step(objectives))
-        else:
+        if self._pool is not None:
             self._results.append(self._pool.submit(tracker.step, objectives))
+            return index
+        done = Future()  # (solved here: a finished future, its exception kept for result() as a thread's would be)
+        try:
+            done.set_result(tracker.step(objectives))
+        except Exception as e:
+            done.set_exception(e)
+        self._results.append(done)
         return index
 
     def done(self, index):
-        r = self._results[index]
-        return not isinstance(r, Future) or r.done()
+        return self._results[index].done()
 
     def result(self, index, timeout=None):
         """Frame ``index``'s Result (waits up to ``timeout`` s; TimeoutError after); its solve's exception, raised."""
-        r = self._results[index]
-        return r.result(timeout) if isinstance(r, Future) else r
+        return self._results[index].result(timeout)
 
     def close(self, cancel=False):
         """Let the threads go (``cancel``: frames not started are dropped; those running end first)."""
