@@ -399,7 +399,7 @@ def retarget(scene, source, target, options=None, progress=None):
     for n in order:
         pb = target.pose.bones[n]
         path, mode = rotation_path(pb), pb.rotation_mode
-        values = rotation_channels(mode, np.array([B[:3, :3] for B in basis[n]]), tuple(getattr(pb, path)))
+        values = rotation_channels(mode, basis[n][:, :3, :3], tuple(getattr(pb, path)))
         for c in range(values.shape[1]):
             fc = bag.fcurves.new(f'pose.bones["{n}"].{path}', index=c, group_name=n)
             write_keys(fc, fr, values[:, c])
