@@ -65,13 +65,27 @@ try:
         # CMU bake). Process-wide in numba: another add-on's kernels are compiled alike (NUMBA_CPU_NAME chooses).
         numba.config.CPU_NAME, numba.config.CPU_FEATURES = "generic", ""
 
-    def njit(*args, **kwargs):  # numba's, releasing the GIL: frames solved in threads run at once (tracking.Frames)
-        return numba.njit(*args, **{"nogil": True, **kwargs})
+    from numba.core.types import unliteral
+
+    def njit(**options):
+        """numba's njit, releasing the GIL (frames solved in threads run at once: tracking.Frames), and compiled
+        once per argument type, not once more per constant passed (numba types a constant argument as its value:
+        evaluate(..., True, ...) and evaluate(..., False, ...) were two compiles of evaluate and all it calls)."""
+        def compile_(function):
+            dispatcher = numba.njit(function, **{"nogil": True, **options})
+            resolve = dispatcher.get_call_template
+
+            def get_call_template(args, kws):  # (how a call from compiled code is typed)
+                return resolve(tuple(map(unliteral, args)), {k: unliteral(v) for k, v in kws.items()})
+
+            dispatcher.get_call_template = get_call_template
+            return dispatcher
+        return compile_
 except Exception:  # not installed, or its llvmlite cannot load here: the numpy path serves
     numba = None
 
-    def njit(*args, **kwargs):
-        return (lambda f: f) if not (len(args) == 1 and callable(args[0])) else args[0]
+    def njit(**options):
+        return lambda function: function
 
 
 BACKGROUND_LIMIT = 900.0  # seconds: a background compile still running then is stopped (numpy serves)

@@ -287,6 +287,21 @@ def test_what_it_does_not_cover_runs_on_numpy():
     assert out.stdout.strip() == "False", out.stderr
 
 
+def test_a_kernel_is_compiled_once_per_argument_type_not_per_constant_passed():
+    """numba types a constant argument by its value: evaluate(..., True, ...) and (..., False, ...) compiled evaluate
+    and all it calls twice, some 5 s of a first compile. compiled.njit compiles a kernel once per type."""
+    def scaled(x, flag, k):
+        return x * k if flag else -x
+
+    inner = compiled.njit()(scaled)
+
+    def outer(x, flag):
+        return inner(x, True, 2) + inner(x, False, 3) + inner(x, flag, 4) + inner(x, x > 0.0, 5)
+
+    assert compiled.njit()(outer)(1.5, True) == 1.5 * 2 - 1.5 + 1.5 * 4 + 1.5 * 5
+    assert len(inner.overloads) == 1, list(inner.overloads)
+
+
 def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     """With no NUMBA_CACHE_DIR and a home that cannot be written, the cache goes to the temporary folder and
     a solve runs (numba's own default, beside a read-only package, would fail)."""
