@@ -348,7 +348,7 @@ def _finish(args, source, output, report, ok, verdict):
 
 
 def _prepare_solver(obj, method):
-    """The compiled core compiled (or loaded) before a job's clock starts: a first compile (about 40 s, once per
+    """The compiled core compiled (or loaded) before a job's clock starts: a first compile (about 25-40 s, once per
     machine) says so, and a job's first frame does not count it."""
     from .solvers import compiled
 

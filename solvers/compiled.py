@@ -61,7 +61,7 @@ try:
     if not os.environ.get("NUMBA_CPU_NAME"):
         # Code for any CPU of this architecture, not this one's own: the cache is then portable, so an extension
         # zip ships it compiled (tools/build.py; adopt_shipped_cache) and a first use loads it instead of
-        # compiling for 40-75 s. Measured: solves 2-5 % slower than with this CPU's own code (Table I arms, the
+        # compiling for 25-60 s. Measured: solves 2-5 % slower than with this CPU's own code (Table I arms, the
         # CMU bake). Process-wide in numba: another add-on's kernels are compiled alike (NUMBA_CPU_NAME chooses).
         numba.config.CPU_NAME, numba.config.CPU_FEATURES = "generic", ""
 
@@ -501,6 +501,15 @@ def kernel(problem):
 # -- kinematics ---------------------------------------------------------------------------------------------
 
 @njit(cache=True)
+def _copy(dst, src):
+    """dst[...] = src for C-contiguous arrays of one size, element by element: numba's array slice assignment
+    compiles its shape-mismatch message (string formatting), some 3 s of a first compile."""
+    d, s = dst.reshape(-1), src.reshape(-1)
+    for i in range(s.shape[0]):
+        d[i] = s[i]
+
+
+@njit(cache=True)
 def _exp_coefficients(theta):
     """(sin t / t, (1 - cos t) / t^2, (t - sin t) / t^3), with rotations._exp_coefficients' series near 0."""
     if theta < 1e-6:
@@ -563,7 +572,7 @@ def _joint_rotation(q, i, kind, var, cols, elbow, R, A, B):
     else:
         _exp_so3(q[cols[i, 0]], 0.0, q[cols[i, 2]], A)
     if cols[i, 1] < 0:
-        R[:, :] = A
+        _copy(R, A)
         return
     _axis_rotation(1, q[cols[i, 1]], B)
     for r in range(3):
@@ -590,8 +599,8 @@ def fk_into(q, T, W, Pre, R, A, B):
     translation t_i and stretch f. R, A, B (3, 3) are work space."""
     parent, origin, kind, axis, var, cols, elbow = T[0], T[1], T[2], T[3], T[4], T[5], T[6]
     L = parent.shape[0]
-    W[0] = origin[0]
-    Pre[0] = origin[0]
+    _copy(W[0], origin[0])
+    _copy(Pre[0], origin[0])
     stretch_var = T[18]
     for i in range(1, L):
         P, Wi = Pre[i], W[i]
@@ -1443,7 +1452,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     history = np.empty(max_iterations + 1)
     history[0] = unmet
     trail = np.empty((max_iterations + 1, G[1].shape[0], 2))  # each goal's error and angle at each iteration
-    trail[0] = errors
+    _copy(trail[0], errors)
     mu = 1.0
     it = 0
     dq = np.empty(n)
@@ -1503,7 +1512,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
         q = q_new
         history[it] = unmet
-        trail[it] = errors
+        _copy(trail[it], errors)
         if stall > 0 and it >= stall and history[it] > 0.99 * history[it - stall] and history[it - stall] > 0.0:
             return q, 3, it, met, E, errors, _stuck(trail, it, stall, errors, G)
         if moved < step_tol or change < residual_tol:
@@ -1572,7 +1581,7 @@ def _random_into(out, low, span, T):
     then projected)."""
     for v in range(out.shape[0]):
         out[v] = low[v] + np.random.random() * span[v]
-    out[:] = project(out, T)
+    _copy(out, project(out, T))
 
 
 @njit(cache=True)
@@ -1844,15 +1853,15 @@ def _fitness(q, T, G, chain, ws, r, J, errors):
 @njit(cache=True)
 def _sort(X, M, phi):
     order = np.argsort(phi, kind="mergesort")  # stable, as the numpy path's
-    X[:] = X[order]
-    M[:] = M[order]
-    phi[:] = phi[order]
+    _copy(X, X[order])
+    _copy(M, M[order])
+    _copy(phi, phi[order])
 
 
 @njit(cache=True)
 def _initialise(X, M, phi, first, low, span, T, G, chain, ws, r, J, errors):
     """Eq. 16: ``first`` and random feasible individuals, no momentum, sorted by fitness."""
-    X[0] = first
+    _copy(X[0], first)
     for p in range(1, X.shape[0]):
         _random_into(X[p], low, span, T)
     M[:] = 0.0
@@ -1914,7 +1923,7 @@ def _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors):
             for v in range(X.shape[1]):
                 M[e, v] = np.random.random() * M[e, v] + (X_new[e, v] - X[e, v])
             improved = improved or f < PROGRESS * phi[e]
-            X[e] = X_new[e]
+            _copy(X[e], X_new[e])
             phi[e] = f
     return improved, solved
 
@@ -1970,7 +1979,7 @@ def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, e
             feasible = project(x, T)  # genes constrained (wrap, clip, swing ellipse)
             for v in range(n):
                 Mo[c, v] = g[v] + feasible[v] - x[v]
-            Xo[c] = feasible
+            _copy(Xo[c], feasible)
             phio[c] = _fitness(feasible, T, G, chain, ws, r, J, errors)[0]
             parents[c, 0], parents[c, 1] = p1, p2
         for c in range(start, start + m):  # eq. 23: niching by pre-selection
@@ -1978,9 +1987,9 @@ def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, e
                 if parents[c, k] >= 0 and phio[c] < phi[parents[c, k]]:
                     pool[parents[c, k]] = False
         start += m
-    X[elites:] = Xo
-    M[elites:] = Mo
-    phi[elites:] = phio
+    _copy(X[elites:], Xo)
+    _copy(M[elites:], Mo)
+    _copy(phi[elites:], phio)
     _sort(X, M, phi)
 
 
@@ -1994,13 +2003,13 @@ def _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain)
     xi = _extinction(phi)  # (eq. 18 on the population as sorted, before the elites change)
     elite_improved, solved = _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors)
     if solved >= 0:
-        best[:] = X_new[solved]
+        _copy(best, X_new[solved])
         best_phi[0] = _fitness(best, T, G, chain, ws, r, J, errors)[0]
         return True
     _offspring(X, M, phi, xi, X_new.shape[0], waves, low, span, T, G, chain, ws, r, J, errors)
     improved = phi[0] < PROGRESS * best_phi[0]  # (the best creeping forward does not hold off the wipe-out either)
     if phi[0] < best_phi[0]:
-        best[:] = X[0]
+        _copy(best, X[0])
         best_phi[0] = phi[0]
     if not improved and not elite_improved:  # eq. 24: wiped out around the solution
         _initialise(X, M, phi, best, low, span, T, G, chain, ws, r, J, errors)
@@ -2107,7 +2116,7 @@ _prepare_lock = threading.Lock()
 def prepare(part):
     """Compile (or load from the cache) the kernels of ``part`` ("core", or "memetic": the core too) once per
     process, before a solve starts its clock (solve calls it): a first solve's budget is not spent compiling (a cold
-    compile takes 35 s, a frame's budget 10 ms; a batch bake's first frame with the memetic solver missed its goals
+    compile of the core takes 25-40 s, a frame's budget 10 ms; a batch bake's first frame with the memetic solver missed its goals
     by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile has the part (numpy serves)."""
     if part in _prepared or not available() or (part == "memetic" and memetic_compiling()):
         return
@@ -2121,9 +2130,9 @@ def _prepare(part):
     what = "kernels" if part == "memetic" else "core"
     if cold and _adopted:  # shipped: a load, unless numba cannot use them here
         print(f"Full-Body IK: loading the solver's {what} shipped with the extension (compiling it instead, about "
-              "40-75 s once, where this machine cannot use them)...", file=sys.stderr, flush=True)
+              "25-60 s once, where this machine cannot use them)...", file=sys.stderr, flush=True)
     elif cold:  # a first compile is long: say so rather than seem to hang
-        print(f"Full-Body IK: compiling the solver's {what} (once per machine and version, about 40-75 s; later "
+        print(f"Full-Body IK: compiling the solver's {what} (once per machine and version, about 25-60 s; later "
               "runs load it in under a second)...", file=sys.stderr, flush=True)
     seconds = warm(part)
     if cold:
