@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from .common import ROOT, table, write
+from .common import ROOT, prepare_compiled, table, write
 from .tracking import CMU_UNIT, EFFECTORS, chain_bones, derive_limits, record
 
 BODY_GOALS = list(EFFECTORS)  # LeftHand, RightHand, LeftFoot, RightFoot, Head
@@ -125,9 +125,7 @@ def main():
     args = ap.parse_args()
     import bpy
 
-    from fullbody_ik.solvers import compiled
-
-    compiled.warm()  # the compile is a first use's cost, not the bake's
+    prepare_compiled()
     clips, cores = args.clips.split(","), args.cores.split(",")
     rows, results = [], {}
     for clip in clips:

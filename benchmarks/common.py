@@ -13,6 +13,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 URDF = os.path.join(ROOT, "data", "urdf")
 
 
+def prepare_compiled():
+    """Compile (or load from the cache) every kernel before anything is timed: that is a first use's cost, once per
+    machine, not a solve's or a frame's (else a run's first case counts it: the foot placement benchmark's first
+    clip measured 98 ms a frame where the others took 1-3, and loading from the cache, 0.5-1 s, fails a Table I
+    target's 10 ms)."""
+    from fullbody_ik.solvers import compiled
+
+    compiled.warm()
+
+
 def machine():
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "numpy": np.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S")}

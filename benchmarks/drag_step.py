@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .common import table, write
+from .common import prepare_compiled, table, write
 
 GOALS = [("hand.L", "POSE"), ("hand.R", "POSE"), ("foot.L", "POSE"), ("foot.R", "POSE"),
          ("spine.006", "LOOK_AT"), ("spine", "POSITION")]
@@ -44,7 +44,7 @@ def main():
     from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
     from fullbody_ik.solvers import compiled
 
-    compiled.warm()  # the compile is a first use's cost, not a step's
+    prepare_compiled()
     rows, out = [], {}
     for method in args.methods.split(","):
         compiled.set_enabled(not method.endswith("-numpy"))

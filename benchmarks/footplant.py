@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from .common import run_cases, table, write
+from .common import prepare_compiled, run_cases, table, write
 
 TERRAINS = ("dem", "stairs", "slope", "noise", "modifiers")
 
@@ -165,6 +165,7 @@ def main():
                     "in parallel threads (FootOptions.independent; default: tracked, as the product)")
     ap.add_argument("--workers", type=int, default=0, help="threads for --independent (0: automatic)")
     args = ap.parse_args()
+    prepare_compiled()
     import bpy
 
     def row(clip, kind, r):

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from .common import run_cases, table, write
+from .common import prepare_compiled, run_cases, table, write
 from .footplant import leg_acceleration
 
 SOURCES = ("02_01", "02_03", "02_04", "03_01", "boxing")
@@ -128,6 +128,7 @@ def main():
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--frames", type=int, default=240)
     args = ap.parse_args()
+    prepare_compiled()
     import bpy
 
     def row(source, target, r):

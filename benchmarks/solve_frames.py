@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from .common import table, write
+from .common import prepare_compiled, table, write
 
 CHAIN_END = {"LeftHand": "LeftForeArm", "RightHand": "RightForeArm", "LeftFoot": "LeftLeg",
              "RightFoot": "RightLeg"}  # goal bone (its head) -> the bone whose tail it is
@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--frames", type=int, default=100)
     ap.add_argument("--time-limit", type=float, default=0.01, help="our solver's budget per Solve (s)")
     args = ap.parse_args()
+    prepare_compiled()
     import bpy
 
     from fullbody_ik.solvers.blas import single_thread_blas

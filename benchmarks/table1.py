@@ -17,7 +17,7 @@ import numpy as np
 from fullbody_ik.solvers import Pose, Tree
 
 from .budgets import plot_curves, run_method, summarize
-from .common import RESULTS, URDF, table, write
+from .common import RESULTS, URDF, prepare_compiled, table, write
 
 ARMS = [
     ("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"),
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--merge", action="store_true", help="keep the stored results of the methods not run now "
                     "(their rows are from the earlier run, on the same targets)")
     args = ap.parse_args()
+    prepare_compiled()
     methods = args.methods.split(",")
     stored = {}
     for name, base, tip in ARMS:  # the problem set the peers read

@@ -14,7 +14,7 @@ import numpy as np
 from fullbody_ik.solvers import LookAt, Pose, Tree
 
 from .budgets import plot_curves, run_method, summarize
-from .common import RESULTS, URDF, table, write
+from .common import RESULTS, URDF, prepare_compiled, table, write
 
 METHODS = ["memetic", "memetic+lm", "lm", "lm-numpy", "nullspace", "projected_gradient", "ncg"]
 HANDS, FEET = ["left_hand", "right_hand"], ["left_foot", "right_foot"]
@@ -41,6 +41,7 @@ def main():
     ap.add_argument("--max-budget-ms", type=float, default=50.0)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    prepare_compiled()
     tree = Tree.from_urdf(os.path.join(URDF, "human.urdf"))
     rng = np.random.default_rng(args.seed)
     worlds = tree.fk_batch(tree.random_configurations(rng, args.targets))

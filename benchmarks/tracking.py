@@ -25,7 +25,7 @@ from fullbody_ik.rig.armature import bone_rotations, rotation_violations
 from fullbody_ik.solvers import BoneJoint, Displacement, Position, Tracker, solve
 from fullbody_ik.solvers.joints import bone_values
 
-from .common import RESULTS, ROOT, table, write
+from .common import RESULTS, ROOT, prepare_compiled, table, write
 
 CMU_UNIT = 0.0254 / 0.45  # metres per CMU length unit
 EFFECTORS = {"LeftHand": "LeftForeArm", "RightHand": "RightForeArm", "LeftFoot": "LeftLeg",
@@ -191,6 +191,7 @@ def main():
     ap.add_argument("--starts", type=int, default=1, help="lm: parallel searches per frame (1: from the "
                     "previous frame only)")
     args = ap.parse_args()
+    prepare_compiled()
     import bpy
 
     rows, out, curves = [], {}, {}
