@@ -9,13 +9,6 @@ from .objectives import Objective
 from .problem import Budget, Problem
 
 
-# Restarts near the best answer (``nearby``) end after NEARBY_PATIENCE in a row that lowered its cost by less than
-# NEARBY_GAIN: there, goals out of reach (an arm at full stretch) used up every frame's budget for nothing. Measured
-# on the CMU 02_04 bake, whose 29 frames out of reach each took the whole 10 ms: their restarts, 2-7 a frame, lowered
-# the best cost twice in all, by 0.8 and 3.5 %, and a search that meets the goals does so on its first restart.
-NEARBY_PATIENCE, NEARBY_GAIN = 2, 0.01
-
-
 def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_iterations=None, rng=None,
           restarts=None, nearby=None, **options):
     """Solve IK from ``seed_q`` (default: zeros) and return a :class:`~.problem.Result`.
@@ -67,7 +60,6 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     max_restarts = (0 if not restarts else 10 if time_limit is None and max_iterations is None else 10**9) \
         if isinstance(restarts, bool) else int(restarts)
     best_q, best_msg, best_key, count = None, "", None, 0
-    stale = 0  # nearby restarts in a row that found nothing better
     seed = q0
     if max_restarts and record.multistart is not None and (options.get("starts") or 2) > 1 and not nearby:
         # With restarts allowed, LM runs several searches at once (vectorized), replacing stalled ones.
@@ -86,10 +78,9 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         else:
             state = problem.state(q)
             key = (not problem.satisfied(state), problem.cost(state))
-        stale = 0 if best_key is None or key[1] < (1.0 - NEARBY_GAIN) * best_key[1] else stale + 1
         if best_key is None or key < best_key:
             best_q, best_msg, best_key = q, message, key
-        if not best_key[0] or count >= max_restarts or budget.exhausted() or (nearby and stale >= NEARBY_PATIENCE):
+        if not best_key[0] or count >= max_restarts or budget.exhausted():
             break
         count += 1
         if not isinstance(rng, np.random.Generator):
