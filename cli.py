@@ -348,8 +348,8 @@ def _finish(args, source, output, report, ok, verdict):
 
 
 def _prepare_solver(obj, method):
-    """The compiled core compiled (or loaded) before a job's clock starts: a first compile (about 25-40 s, once per
-    machine) says so, and a job's first frame does not count it."""
+    """The compiled core compiled (or loaded) before a job's clock starts: a first compile (about 25 s on our test
+    machine, once per machine) says so, and a job's first frame does not count it."""
     from .solvers import compiled
 
     method = method or getattr(getattr(getattr(obj, "fullbody_ik", None), "settings", None), "method", "")

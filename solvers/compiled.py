@@ -61,8 +61,8 @@ try:
     if not os.environ.get("NUMBA_CPU_NAME"):
         # Code for any CPU of this architecture, not this one's own: the cache is then portable, so an extension
         # zip ships it compiled (tools/build.py; adopt_shipped_cache) and a first use loads it instead of
-        # compiling for 25-60 s. Measured: solves 2-5 % slower than with this CPU's own code (Table I arms, the
-        # CMU bake). Process-wide in numba: another add-on's kernels are compiled alike (NUMBA_CPU_NAME chooses).
+        # compiling (the core 25 s, everything 46 s on our test machine). Measured: solves 2-5 % slower than with
+        # this CPU's own code (Table I arms, the CMU bake). Process-wide in numba: another add-on's kernels are compiled alike (NUMBA_CPU_NAME chooses).
         numba.config.CPU_NAME, numba.config.CPU_FEATURES = "generic", ""
 
     from numba.core.types import unliteral
@@ -505,6 +505,8 @@ def _copy(dst, src):
     """dst[...] = src for C-contiguous arrays of one size, element by element: numba's array slice assignment
     compiles its shape-mismatch message (string formatting), some 3 s of a first compile."""
     d, s = dst.reshape(-1), src.reshape(-1)
+    if d.shape[0] != s.shape[0]:  # (no bounds checks in compiled code: a size that differs would write astray)
+        raise ValueError("_copy: the arrays' sizes differ")
     for i in range(s.shape[0]):
         d[i] = s[i]
 
@@ -2116,8 +2118,8 @@ _prepare_lock = threading.Lock()
 def prepare(part):
     """Compile (or load from the cache) the kernels of ``part`` ("core", or "memetic": the core too) once per
     process, before a solve starts its clock (solve calls it): a first solve's budget is not spent compiling (a cold
-    compile of the core takes 25-40 s, a frame's budget 10 ms; a batch bake's first frame with the memetic solver missed its goals
-    by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile has the part (numpy serves)."""
+    compile of the core takes 25 s on our test machine, a frame's budget 10 ms; a batch bake's first frame with the
+    memetic solver missed its goals by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile has the part (numpy serves)."""
     if part in _prepared or not available() or (part == "memetic" and memetic_compiling()):
         return
     with _prepare_lock:  # frames solved in threads (tracking.Frames) may ask at once: one compiles, the others wait
@@ -2130,10 +2132,10 @@ def _prepare(part):
     what = "kernels" if part == "memetic" else "core"
     if cold and _adopted:  # shipped: a load, unless numba cannot use them here
         print(f"Full-Body IK: loading the solver's {what} shipped with the extension (compiling it instead, about "
-              "25-60 s once, where this machine cannot use them)...", file=sys.stderr, flush=True)
+              "25-50 s once on our test machine, where this one cannot use them)...", file=sys.stderr, flush=True)
     elif cold:  # a first compile is long: say so rather than seem to hang
-        print(f"Full-Body IK: compiling the solver's {what} (once per machine and version, about 25-60 s; later "
-              "runs load it in under a second)...", file=sys.stderr, flush=True)
+        print(f"Full-Body IK: compiling the solver's {what} (once per machine and version, 25-50 s on our test "
+              "machine; later runs load it in under a second)...", file=sys.stderr, flush=True)
     seconds = warm(part)
     if cold:
         print(f"Full-Body IK: {'ready' if _adopted else 'compiled'} in {seconds:.0f} s", file=sys.stderr, flush=True)
@@ -2168,7 +2170,7 @@ def warm(part="memetic"):
     _stamp("core")
     if part == "core":
         return time.perf_counter() - start
-    for exploit in ("lm", "lbfgsb"):  # last (some 40 s cold): the memetic solver's generations, either exploitation
+    for exploit in ("lm", "lbfgsb"):  # last (some 20 s cold): the memetic solver's generations, either exploitation
         run_memetic(k, problem, np.zeros(3), Budget(None, 2), 0, 8, 2, exploit, 3, 2, {"exploitation": 0.0,
                                                                                          "offspring": 0.0})
     _stamp("memetic")
