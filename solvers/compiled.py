@@ -1592,9 +1592,9 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
     """lm_kernel from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
     with ``seed`` when it is >= 0) in turn (_next_start; each search given up when it stalls), until one meets every
     goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit). in_a_row (1,) counts the
-    partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from)
-    or the last answer, the best q, its (met, E, errors (G, 2)), new starts made, iterations, whether the iterations
-    ran out, the last answer's stuck goals)."""
+    partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from; the
+    next search's start when the last one ended with them) or the last answer, the best q, its (met, E, errors
+    (G, 2)), new starts made, iterations, whether the iterations ran out, the last answer's stuck goals)."""
     if seed >= 0:
         np.random.seed(seed)
     total, used = 0, 0
@@ -1610,13 +1610,15 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
             best_q, best_met, best_E, best_errors = q_end.copy(), met, E, errors
         if met:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
-        if status == 1 or total >= max_iterations:
+        if status == 1:  # the search itself ran out: the next call goes on with it
             return q_end, best_q, best_met, best_E, best_errors, used, total, True, stuck
         if 0 <= max_starts <= used:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
         _random_into(draw, low, span, T)
         q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
         used += 1
+        if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
+            return q, best_q, best_met, best_E, best_errors, used, total, True, stuck
 
 
 @njit(cache=True)

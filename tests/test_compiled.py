@@ -432,6 +432,25 @@ def test_the_first_compile_runs_in_another_process_while_numpy_serves(tmp_path):
     print(f"loading the compiled core from the cache: {r['load_seconds']:.2f} s")
 
 
+def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
+    """A kernel call's iterations (a chunk of the budget) can run out just as its search ends, stalled: the next call
+    begins the next search (a start counted, its configuration returned to go on from), not the stalled one again."""
+    tree = _robot(*ROBOTS[0])
+    problem = Problem(tree, [Position(ROBOTS[0][2], (5.0, 5.0, 5.0))])  # out of reach: the search stalls
+    k = compiled.kernel(problem)
+    T, G = k.tree_arrays(), k.goal_arrays()
+    low, span = np.ascontiguousarray(tree.sample_lower), np.ascontiguousarray(tree.span())
+    q0 = np.full(tree.n, 0.1)
+    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 1e-3, 1.0, 1e-12, 1e-12, 8, T, G)[:3]
+    assert status == 3 and its < 500  # stalled
+    for budget, starts in ((its, 1), (its + 1, 1)):  # ending with the search, and one iteration into the next
+        out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 1e-3, 1.0,
+                                       1e-12, 1e-12, 8, low, span, T, G)
+        assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
+        assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
+        assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
+
+
 def test_a_restart_changes_only_the_stuck_limbs_first():
     """On the human (wrists and feet), a restart for a stuck right hand takes new values for the right arm alone
     (level 0), then for every variable the hand depends on, the spine too (level 1), then for all (level 2); goals
