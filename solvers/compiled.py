@@ -62,7 +62,8 @@ try:
         # Code for any CPU of this architecture, not this one's own: the cache is then portable, so an extension
         # zip ships it compiled (tools/build.py; adopt_shipped_cache) and a first use loads it instead of
         # compiling (the core 25 s, everything 46 s on our test machine). Measured: solves 2-5 % slower than with
-        # this CPU's own code (Table I arms, the CMU bake). Process-wide in numba: another add-on's kernels are compiled alike (NUMBA_CPU_NAME chooses).
+        # this CPU's own code (Table I arms, the CMU bake). Process-wide in numba: another add-on's kernels are
+        # compiled alike (NUMBA_CPU_NAME chooses).
         numba.config.CPU_NAME, numba.config.CPU_FEATURES = "generic", ""
 
     from numba.core.types import unliteral
@@ -2121,7 +2122,8 @@ def prepare(part):
     """Compile (or load from the cache) the kernels of ``part`` ("core", or "memetic": the core too) once per
     process, before a solve starts its clock (solve calls it): a first solve's budget is not spent compiling (a cold
     compile of the core takes 25 s on our test machine, a frame's budget 10 ms; a batch bake's first frame with the
-    memetic solver missed its goals by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile has the part (numpy serves)."""
+    memetic solver missed its goals by 41 mm, its 0.3 s gone to the compile). Nothing while a background compile
+    has the part (numpy serves)."""
     if part in _prepared or not available() or (part == "memetic" and memetic_compiling()):
         return
     with _prepare_lock:  # frames solved in threads (tracking.Frames) may ask at once: one compiles, the others wait
