@@ -65,8 +65,8 @@ class DragSession:
                                              self.settings.use_stretch)
         self.start_q = read_pose(obj, self.tree, self.mapping)
         # Each step starts from the pose of the last one (the tracker's continuity and nearby restarts): the
-        # pose under the mouse moves on, it does not jump to another solution.
-        self.tracker = settings_tracker(obj, self.tree, previous=self.start_q)
+        # pose under the mouse moves on, it does not jump to another solution (jumps=False: a bake's frame may).
+        self.tracker = settings_tracker(obj, self.tree, previous=self.start_q, jumps=False)
         self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
                                      tuple(pb.rotation_axis_angle), tuple(pb.scale)) for pb in obj.pose.bones}
         self.saved_target = self.saved_matrix = None

@@ -323,14 +323,14 @@ def solver_options(settings):
 
 
 def settings_tracker(obj, tree, method="", time_limit=0.0, continuity=1e-4, previous=None, rescue=0.0,
-                     rescue_error=0.0):
+                     rescue_error=0.0, jumps=True):
     """The tracker (solvers.Tracker: one policy for bake, drag and Solve) with the armature's solver settings;
     ``method`` and ``time_limit`` override them when given."""
     s = obj.fullbody_ik.settings
     method = method or s.method
     options = solver_options(s) if method == s.method else {}
     return Tracker(tree, method, time_limit or s.time_limit, continuity, s.seed, previous, rescue, rescue_error,
-                   **options)
+                   jumps, **options)
 
 
 def solve_pose(obj):

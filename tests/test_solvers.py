@@ -126,6 +126,40 @@ def test_tracker_meets_goals_that_preferences_pull_outside_their_tolerance(iiwa)
     assert np.isfinite(res.errors[1]) and res.cost > 0.0
 
 
+@pytest.mark.parametrize("compiled_core", [True, False], ids=["compiled", "numpy"])
+def test_tracker_leaves_a_dead_end_only_for_a_pose_that_meets_the_goals(compiled_core):
+    """A turntable limited to [-3, 3] rad, its arm's tip following a goal round the circle through the gap at pi:
+    the frames in the gap are out of reach (best effort: the arm waits at the limit, it does not wander); past
+    the gap the goal is in reach again, but only from the limit's other side, where nothing near the pose leads.
+    The tracker draws the stuck joint afresh there and meets those frames; without jumps (a drag) it stays."""
+    from fullbody_ik.solvers import compiled
+
+    tree = Tree([Joint("turn", "revolute", "base", "arm", axis=(0, 0, 1), lower=-3.0, upper=3.0),
+                 Joint("tip", "fixed", "arm", "tip", origin=transform(xyz=(1.0, 0.0, 0.0)))])
+    angles = np.linspace(2.8, 2 * np.pi - 2.8, 15)  # 2.8 ... 3.48 (= -2.8): the gap is (3, 2 pi - 3)
+    goals = [[Position("tip", [np.cos(a), np.sin(a), 0.0])] for a in angles]
+    reach = np.abs(np.angle(np.exp(1j * angles))) <= 3.0
+    assert reach[:3].all() and not reach[5:10].any() and reach[-3:].all()  # (the path as described)
+    compiled.set_enabled(compiled_core)
+    try:
+        for jumps in (True, False):
+            tracker = Tracker(tree, "lm", 0.02, seed=4, jumps=jumps)
+            results = [tracker.step(g, np.array([2.8])) for g in goals]
+            met = np.array([r.success for r in results])
+            q = np.array([r.q[0] for r in results])
+            assert met[:3].all() and not met[~reach].any()
+            first_out = int(np.argmin(reach))
+            assert np.allclose(q[first_out:np.flatnonzero(~reach)[-1] + 1], 3.0, atol=1e-6)  # waits at its limit
+            if jumps:
+                assert met[reach].all()
+                assert np.allclose(q[reach & (angles > np.pi)], angles[reach & (angles > np.pi)] - 2 * np.pi,
+                                   atol=1e-3)
+            else:
+                assert not met[-3:].any() and np.allclose(q[-3:], 3.0, atol=1e-6)
+    finally:
+        compiled.set_enabled(True)
+
+
 def test_same_seed_same_answer(iiwa):
     objs = [Position("lbr_iiwa_link_7", [5.0, 0.0, 0.0])]
     a = solve(iiwa, objs, None, method="lm", max_iterations=60, rng=7, restarts=True)
