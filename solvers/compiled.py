@@ -68,10 +68,18 @@ try:
 
     from numba.core.types import unliteral
 
-    def njit(**options):
+    def njit(leaf=False, **options):
         """numba's njit, releasing the GIL (frames solved in threads run at once: tracking.Frames), and compiled
         once per argument type, not once more per constant passed (numba types a constant argument as its value:
-        evaluate(..., True, ...) and evaluate(..., False, ...) were two compiles of evaluate and all it calls)."""
+        evaluate(..., True, ...) and evaluate(..., False, ...) were two compiles of evaluate and all it calls).
+
+        ``leaf``: a function that makes no array (it writes into those it is given, returns none) compiled
+        without numba's reference counting (its ``_nrt=False``): every view it takes (``W[i]``, ``T[3]``) was a
+        counted reference, an atomic increment and decrement; without them FK costs 31 % less (kuka). Making
+        an array there fails to compile (numba: NRT required), so the rule is checked by the compiler."""
+        if leaf:
+            options["_nrt"] = False
+
         def compile_(function):
             dispatcher = numba.njit(function, **{"nogil": True, **options})
             resolve = dispatcher.get_call_template
@@ -85,7 +93,7 @@ try:
 except Exception:  # not installed, or its llvmlite cannot load here: the numpy path serves
     numba = None
 
-    def njit(**options):
+    def njit(leaf=False, **options):
         return lambda function: function
 
 
@@ -501,7 +509,7 @@ def kernel(problem):
 
 # -- kinematics ---------------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _copy(dst, src):
     """dst[...] = src for C-contiguous arrays of one size, element by element: numba's array slice assignment
     compiles its shape-mismatch message (string formatting), some 3 s of a first compile."""
@@ -522,7 +530,7 @@ def _exp_coefficients(theta):
     return s / theta, (1.0 - math.cos(theta)) / (theta * theta), (theta - s) / (theta * theta * theta)
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _so3(x, y, z, first, second, out):
     """I + first K + second K^2 for K = [(x, y, z)]x into out (3, 3): exp (Rodrigues) or the left Jacobian."""
     xx, yy, zz = x * x, y * y, z * z
@@ -534,20 +542,20 @@ def _so3(x, y, z, first, second, out):
     out[1, 2], out[2, 1] = -first * x + second * y * z, first * x + second * y * z
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _exp_so3(x, y, z, out):
     a, b, _ = _exp_coefficients(math.sqrt(x * x + y * y + z * z))
     _so3(x, y, z, a, b, out)
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _left_jacobian(x, y, z, out):
     """J_l of the rotation vector (x, y, z): its columns are the world angular velocities per unit change."""
     _, b, c = _exp_coefficients(math.sqrt(x * x + y * y + z * z))
     _so3(x, y, z, b, c, out)
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _axis_rotation(a, t, out):
     """Rotation by t about the local X (0), Y (1) or Z (2) axis into out (3, 3) (rotations.axis_rotation)."""
     c, s = math.cos(t), math.sin(t)
@@ -557,7 +565,7 @@ def _axis_rotation(a, t, out):
     out[i, i], out[j, j], out[i, j], out[j, i] = c, c, -s, s
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _joint_rotation(q, i, kind, var, cols, elbow, R, A, B):
     """The rotation link i's joint adds (not scalar joints) into R (3, 3); A, B (3, 3) work space. A swing-twist
     bone: exp(sx X + sz Z) RotY(ty); an elbow: RotA(angle) RotY(ty) (joints.SwingTwistModel); a ball or free root:
@@ -583,7 +591,7 @@ def _joint_rotation(q, i, kind, var, cols, elbow, R, A, B):
             R[r, c] = A[r, 0] * B[0, c] + A[r, 1] * B[1, c] + A[r, 2] * B[2, c]
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _affine(A, B, out):
     """out = A B for affine 4x4 matrices (last rows 0 0 0 1, as every frame here): 36 products, not 64."""
     for i in range(3):
@@ -594,7 +602,7 @@ def _affine(A, B, out):
     out[3, 0], out[3, 1], out[3, 2], out[3, 3] = 0.0, 0.0, 0.0, 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def fk_into(q, T, W, Pre, R, A, B):
     """World matrices of every link into W (L, 4, 4) (links in the tree's order, parents first; a stretching bone's
     scaled by its stretch), and each joint's frame (the parent's world matrix times the joint's origin, without a
@@ -649,12 +657,12 @@ def fk(q, T):
     return W
 
 
-@njit(cache=True)
-def generators(q, T, W, Pre, omega, linear, centre, rotational):
+@njit(cache=True, leaf=True)
+def generators(q, T, W, Pre, omega, linear, centre, rotational, Jl, A):
     """Per variable: the world angular velocity (omega) or linear velocity (linear) of its link per unit change,
-    and the point it turns about (centre), as State.generators (joints.*Model.generators)."""
+    and the point it turns about (centre), as State.generators (joints.*Model.generators). Jl, A (3, 3): work
+    space."""
     kind, axis, var, cols, elbow, var_link, stretch_var = T[2], T[3], T[4], T[5], T[6], T[17], T[18]
-    Jl, A = np.empty((3, 3)), np.empty((3, 3))
     for v in range(q.shape[0]):
         i = var_link[v]
         Wi, Pi = W[i], Pre[i]
@@ -710,7 +718,7 @@ def generators(q, T, W, Pre, omega, linear, centre, rotational):
             omega[v, r] = Pi[r, 0] * A[0, c] + Pi[r, 1] * A[1, c] + Pi[r, 2] * A[2, c]
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _log_so3(M, out):
     """Rotation vector of M (paper 001 eq. 21-22), the near-pi case from the symmetric part (rotations.log_so3)."""
     lx, ly, lz = M[2, 1] - M[1, 2], M[0, 2] - M[2, 0], M[1, 0] - M[0, 1]
@@ -726,28 +734,26 @@ def _log_so3(M, out):
         d = max(((M[i, i] + M[i, i]) * 0.5 - c) / (1.0 - c), 0.0)
         if d > best:
             best, k = d, i
-    a = np.empty(3)
     for j in range(3):
-        a[j] = ((M[k, j] + M[j, k]) * 0.5 - (c if j == k else 0.0)) / (1.0 - c)
-    a /= math.sqrt(max(best, 1e-300))
-    if a[0] * lx + a[1] * ly + a[2] * lz < 0.0:
-        a = -a
-    a /= math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
-    out[0], out[1], out[2] = a[0] * theta, a[1] * theta, a[2] * theta
+        out[j] = ((M[k, j] + M[j, k]) * 0.5 - (c if j == k else 0.0)) / (1.0 - c)
+    sign = 1.0 if out[0] * lx + out[1] * ly + out[2] * lz >= 0.0 else -1.0
+    scale = sign * theta / math.sqrt(out[0] * out[0] + out[1] * out[1] + out[2] * out[2])
+    for j in range(3):
+        out[j] *= scale
     return theta
 
 
 _jl_coefficient = njit(cache=True)(jl_inverse_coefficient)  # the numpy path's formula, compiled
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _jl_inverse(v, out):
     """J_l(v)^-1 = I - K/2 + (1/t^2 - (1 + cos t) / (2 t sin t)) K^2 (rotations.left_jacobian_inverse_so3)."""
     d = _jl_coefficient(math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]))
     _so3(v[0], v[1], v[2], -0.5, d, out)
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _rate(v, link, point, q, T, W, out):
     """Into out (3,): the velocity of a point fixed to ``link`` per unit of the stretch variable v of bone k: k's
     stretch moves the subtree of each child of k by the child's head offset / s, and a point on k itself by its
@@ -770,13 +776,13 @@ def workspace(n, L, m):
             np.empty((3, 3, 3)), np.full(m, -1, dtype=np.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def size(G):
     """Rows of the residual."""
     return int(G[13].sum())
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     """FK of q, then the weighted residuals into r (m,) and, when asked, their Jacobian into J (m, n): Position
     rows p - target, Orientation rows log(R R_d^T) with J_l^-1 omega, LookAt rows V - d, Displacement rows
@@ -792,7 +798,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     n = q.shape[0]
     omega, linear, centre = gen[0], gen[1], gen[2]
     if want_jacobian:
-        generators(q, T, W, Pre, omega, linear, centre, rotational)
+        generators(q, T, W, Pre, omega, linear, centre, rotational, Rm, Ji)  # (their work space until the goals)
         for k in range(J.shape[0]):
             for v in range(n):
                 J[k, v] = 0.0
@@ -803,7 +809,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     for g in range(links.shape[0]):
         w = sqrt_w[g]
         if gkind[g] == _DISTANCE:
-            e = _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, p, d)
+            e = _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, p, d, a)
             errors[g, 0] = e
             row_var[row] = -1
             row += 1
@@ -943,11 +949,11 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     return met_all, unmet
 
 
-@njit(cache=True)
-def _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, a, b):
+@njit(cache=True, leaf=True)
+def _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, a, b, rate):
     """Distance's row: r = w max(0, d_min - |a - b|), a the link's point, b the other link's or a fixed one; while
     too close, its gradient -u^T (J_a - J_b), u = (a - b) / |a - b| (objectives.Distance). Returns the error.
-    a, b (3,) are work space."""
+    a, b, rate (3,) are work space."""
     ancestors, links, slot, offsets, targets_p, look_axes = T[16], G[1], G[2], G[3], G[4], G[9]
     link, other = links[g], slot[g]
     Wa = W[link]
@@ -968,7 +974,6 @@ def _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r
     e = max(c, 0.0)
     r[row] = w * e
     if want_jacobian and c > 0.0:
-        rate = np.empty(3)
         for v in range(omega.shape[0]):
             s = 0.0
             stretch = T[18][T[17][v]] == v
@@ -1000,7 +1005,7 @@ def _wrap_angle(a):
     return x - 2.0 * math.pi * math.floor(x / (2.0 * math.pi)) - math.pi
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _wrap_vector(out, first, count):
     """joints.wrap_rotation_vector on out[first:first + count] in place: the same rotation, norm <= pi."""
     s = 0.0
@@ -1013,7 +1018,7 @@ def _wrap_vector(out, first, count):
             out[first + k] *= f
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _nearest_on_ellipse(x, z, a, b):
     """joints._nearest_on_ellipse for one point in the first quadrant (Newton on t, 20 steps)."""
     a2, b2 = a * a, b * b
@@ -1026,7 +1031,7 @@ def _nearest_on_ellipse(x, z, a, b):
     return a2 * x / (t + a2), b2 * z / (t + b2)
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _project_swing(out, i, T):
     """SwingTwistModel.project for link i: twist clipped (limited) or wrapped; an elbow's angle likewise; a swing
     wrapped to at most pi, then Blender's EllipseClamp in quaternion components (radial, or to the nearest point)
@@ -1082,8 +1087,15 @@ def project(q, T):
     """Tree.project: non-finite values to 0, clipped to the box bounds, continuous joints wrapped, full-turn
     joints outside their range wrapped into it, rotation vectors (balls, free roots) wrapped to at most pi, bones'
     swing and twist limits as Blender keeps them."""
-    kind, var, lower, upper, continuous, turn = T[2], T[4], T[12], T[13], T[14], T[20]
     out = np.empty_like(q)
+    _project_into(q, T, out)
+    return out
+
+
+@njit(cache=True, leaf=True)
+def _project_into(q, T, out):
+    """project(q) into out (which may be q itself)."""
+    kind, var, lower, upper, continuous, turn = T[2], T[4], T[12], T[13], T[14], T[20]
     for v in range(q.shape[0]):
         x = q[v] if np.isfinite(q[v]) else 0.0
         x = min(max(x, lower[v]), upper[v])
@@ -1101,10 +1113,9 @@ def project(q, T):
             _wrap_vector(out, var[i] + 3, 3)
         elif kind[i] == _SWING:
             _project_swing(out, i, T)
-    return out
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _limit_normal(q, i, T, N):
     """SwingTwistModel.limit_normals for link i: whether its swing rests on its limit (ellipse, or the one limited
     component's range), and then its outward normal in (sx, sz) into N (2,)."""
@@ -1142,7 +1153,7 @@ def _limit_normal(q, i, T, N):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _slide(q, dq, T, on_limit, normals, blocks, sliding):
     """Tree.tangent_projector grown in place. P = I - sum nu nu^T is block diagonal: a 2x2 block per sliding swing
     on its (sx, sz) variables (blocks (L, 2, 2), sliding (L,) which links have one). Each swing on its limit
@@ -1171,7 +1182,7 @@ def _slide(q, dq, T, on_limit, normals, blocks, sliding):
     return grew
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _project_rows(M, cols, blocks, sliding):
     """M <- P M for the block diagonal P of _slide (M (n, k), a vector as (n, 1))."""
     for i in range(sliding.shape[0]):
@@ -1186,7 +1197,7 @@ def _project_rows(M, cols, blocks, sliding):
 
 # -- the Levenberg-Marquardt step and loop -------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _spd_solve(H, b, x, Lc, y):
     """x = H^-1 b for a symmetric positive definite H (Cholesky; H is J^T J + lambda I); Lc (n, n) and y (n,)
     are work space."""
@@ -1213,7 +1224,7 @@ def _spd_solve(H, b, x, Lc, y):
         x[i] = s / Lc[i, i]
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _normal_equations(J, r, D, row_var, N, grad):
     """N = J_D^T J_D and grad = J_D^T r for J_D = J diag(D): dense rows in full, a row with one variable
     (Displacement, JointValue: row_var) on the diagonal only."""
@@ -1239,7 +1250,7 @@ def _normal_equations(J, r, D, row_var, N, grad):
             N[j, i] = N[i, j]
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _damped_step(N, grad, lam, D, held, cols, blocks, sliding, any_sliding, dq, H, b, Lc, y):
     """dq = -D P (J_r^T J_r + lam I)^-1 J_r^T r, J_r = J_D with the held variables' columns removed, times P when
     swings slide along their limits (lm.constrained_step; eq. 11-12), from N = J_D^T J_D and grad = J_D^T r (so
@@ -1291,7 +1302,7 @@ def _use_dual(md, n):
     return md * md * n + md ** 3 / 6.0 < n ** 3 / 6.0 + md * n * n / 2.0
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _sparse_rows(J, r, D, row_var, c, gs):
     """The one-variable rows' (Displacement, JointValue) share of J_D^T J_D (diagonal: c) and of J_D^T r (gs)."""
     c[:] = 0.0
@@ -1304,7 +1315,7 @@ def _sparse_rows(J, r, D, row_var, c, gs):
             gs[v] += x * r[k]
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, leaf=True)
 def _dot(a, b):
     """a . b, its sum in any order (vectorized: most of _dual_step's time)."""
     s = 0.0
@@ -1313,7 +1324,7 @@ def _dot(a, b):
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw):
     """_damped_step's dq solved on the goals' side: with A = J_d D Z P (the dense rows d, Z dropping the held
     variables, P sliding swings along their limits), Lambda = P Z C Z P + lam I (C the one-variable rows' diagonal:
@@ -1372,7 +1383,7 @@ def _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw):
         dq[i] = 0.0 if held[i] else D[i] * dq[i]
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw):
     """The damped step into dq, then lm.constrained_step: re-solved while it pushes against limits q rests on,
     growing the active set (at most three times): box-bounded variables on a bound it pushes outward are held,
@@ -1403,7 +1414,7 @@ def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding,
             return
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _goal_met(G, errors, g):
     """Whether goal g is met by its error and angle (Kernel.key's rule)."""
     kind, has_p, has_R, has_L, tol_p, tol_R = G[0], G[6], G[7], G[8], G[11], G[12]
@@ -1427,6 +1438,14 @@ def _stuck(trail, it, stall, errors, G):
         for g in range(errors.shape[0]):
             out[g] = not _goal_met(G, errors, g)
     return out
+
+
+@njit(cache=True, leaf=True)
+def _step_into(q, t, dq, T, out):
+    """out = project(q + t dq)."""
+    for v in range(q.shape[0]):
+        out[v] = q[v] + t * dq[v]
+    _project_into(out, T, out)
 
 
 @njit(cache=True)
@@ -1459,6 +1478,8 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     mu = 1.0
     it = 0
     dq = np.empty(n)
+    q = q.copy()  # (q and q_new are two buffers, swapped when a step is taken; trial a third)
+    q_new, trial = np.empty(n), np.empty(n)
     held = np.zeros(n, dtype=np.bool_)
     grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
     while True:
@@ -1475,15 +1496,20 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         for i in range(L):
             on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
         _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw)
-        q_new = project(q + dq, T)
+        _step_into(q, 1.0, dq, T, q_new)
         # the trial point evaluated with its Jacobian: taken (most steps), it is the next iterate's
         met_new, unmet_new = evaluate(q_new, T, G, ws, r_new, J_new, True, errors_new)
         E_new = 0.5 * np.dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
             for t in grid:
-                trial = q + t * dq
-                if np.max(np.abs(project(trial, T) - trial)) <= 1e-12:
+                for v in range(n):
+                    trial[v] = q[v] + t * dq[v]
+                _project_into(trial, T, q_new)
+                off = 0.0
+                for v in range(n):
+                    off = max(off, abs(q_new[v] - trial[v]))
+                if off <= 1e-12:
                     inside_t = t
                     break
             best_E, best_t = np.inf, -1.0
@@ -1491,14 +1517,18 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 t = 0.5 ** (k + 1) if k < backtracks else inside_t
                 if t <= 0.0:
                     continue
-                evaluate(project(q + t * dq, T), T, G, ws, r_new, J_new, False, errors_new)
+                _step_into(q, t, dq, T, trial)
+                evaluate(trial, T, G, ws, r_new, J_new, False, errors_new)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
             if not best_E <= E:
                 return q, 2, it, met, E, errors, _stuck(trail, it, stall, errors, G)
-            q_new = project(q + best_t * dq, T)
-            step = min(np.max(np.abs(q_new - q)) / max(np.max(np.abs(dq)), 1e-300), best_t)  # (lm.run)
+            _step_into(q, best_t, dq, T, q_new)
+            moved, longest = 0.0, 1e-300
+            for v in range(n):
+                moved, longest = max(moved, abs(q_new[v] - q[v])), max(longest, abs(dq[v]))
+            step = min(moved / longest, best_t)  # (lm.run)
             mu = min(mu / max(step, 1e-3), 1e8)
             met, unmet = evaluate(q_new, T, G, ws, r, J, True, errors)
         else:
@@ -1513,7 +1543,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
-        q = q_new
+        q, q_new = q_new, q
         history[it] = unmet
         _copy(trail[it], errors)
         if stall > 0 and it >= stall and history[it] > 0.99 * history[it - stall] and history[it - stall] > 0.0:
@@ -1522,7 +1552,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             return q, 0 if met else 4, it, met, E, errors, _stuck(trail, it, stall, errors, G)
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _uses(G, T, g, v):
     """Whether goal g depends on variable v."""
     kind, links, slot, rows, indices, ancestors = G[0], G[1], G[2], G[13], G[15], T[16]
@@ -1584,7 +1614,7 @@ def _random_into(out, low, span, T):
     then projected)."""
     for v in range(out.shape[0]):
         out[v] = low[v] + np.random.random() * span[v]
-    _copy(out, project(out, T))
+    _project_into(out, T, out)
 
 
 @njit(cache=True)
