@@ -372,8 +372,7 @@ class Kernel:
         self.kind = np.zeros(G, dtype=np.int64)
         self.links, self.slot = np.zeros(G, dtype=np.int64), np.zeros(G, dtype=np.int64)
         self.offsets, self.targets_p = np.zeros((G, 3)), np.zeros((G, 3))
-        self.targets_R = np.zeros((G, 3, 3))
-        self.targets_R[:, 0, 0] = self.targets_R[:, 1, 1] = self.targets_R[:, 2, 2] = 1.0
+        self.targets_R = np.zeros((G, 3, 3))  # (read only where has_R)
         self.has_p, self.has_R = np.zeros(G, dtype=np.bool_), np.zeros(G, dtype=np.bool_)
         self.has_L, self.look_axes = np.zeros(G, dtype=np.bool_), np.zeros((G, 3))
         self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.empty(G), np.empty(G)
@@ -1450,13 +1449,15 @@ def _step_into(q, t, dq, T, out):
 
 @njit(cache=True)
 def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, T, G):
-    """solvers.lm.run compiled: q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I (paper 001
-    eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is worse
+    """solvers.lm.run compiled, from P(q): q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I
+    (paper 001 eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is worse
     (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping rules.
     Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2, each goal's error and
     angle at q (G, 2), the goals stuck at q (G,): not met, and error^2 + angle^2 fell by less than 1 % over the
     last ``stall`` iterations (every unmet goal when fewer ran, or when none is stuck alone))."""
     n, L = q.shape[0], T[0].shape[0]
+    q = project(q, T)  # (a seed as given: solve leaves its projection to here; q and q_new are two buffers,
+    # swapped when a step is taken; trial a third)
     D = T[15]
     m = size(G)
     r, J = np.empty(m), np.empty((m, n))
@@ -1478,7 +1479,6 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
     mu = 1.0
     it = 0
     dq = np.empty(n)
-    q = q.copy()  # (q and q_new are two buffers, swapped when a step is taken; trial a third)
     q_new, trial = np.empty(n), np.empty(n)
     held = np.zeros(n, dtype=np.bool_)
     grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
@@ -1705,7 +1705,8 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
     while True:
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
-            if met is None:
+            if met is None:  # (nothing ran: the seed, projected)
+                q = project(q, T)
                 met = problem.satisfied(problem.state(q))
             return q, MESSAGES[0] if met else MESSAGES[1]
         q, status, iterations, met, E, errors, _ = _timed(k, lm_kernel, q, left, int(stall or 0),
@@ -1770,7 +1771,8 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
             k.remember(found, errors, E)
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
-    if best_key[1] == np.inf:  # nothing ran: judge the seed
+    if best_key[1] == np.inf:  # nothing ran: judge the seed, projected
+        q = project(q, T)
         st = problem.state(q)
         return q, MESSAGES[0] if problem.satisfied(st) else MESSAGES[1]
     message = MESSAGES[0] if not best_key[0] else MESSAGES[1] if budget.exhausted() else MESSAGES[3]

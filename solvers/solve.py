@@ -27,13 +27,16 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     if covered:  # compiled or loaded before the clock starts, once per process
         compiled.prepare("memetic" if method == "memetic" else "core")
     if method == "lm" and covered:
-        # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve)
-        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options)
+        # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve); the kernel projects
+        # the seed (a call less)
+        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, False,
+                      **options)
     with single_thread_blas():
-        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options)
+        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, True,
+                      **options)
 
 
-def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, **options):
+def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, project, **options):
     record = method_record(method)
     record.check_options(options)
     problem = Problem(tree, objectives)
@@ -43,7 +46,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     q0 = np.zeros(tree.n) if seed_q is None else np.asarray(seed_q, dtype=float).reshape(-1)
     if q0.shape != (tree.n,):
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
-    q0 = tree.project(q0)
+    if project:  # (else the compiled LM kernel does)
+        q0 = tree.project(q0)
     if tree.n == 0:  # nothing can move: the answer is the (empty) configuration, judged as it is
         return problem.result(q0, method, budget, "the tree has no movable joints")
     run = record.run
