@@ -432,6 +432,20 @@ def test_the_first_compile_runs_in_another_process_while_numpy_serves(tmp_path):
     print(f"loading the compiled core from the cache: {r['load_seconds']:.2f} s")
 
 
+@pytest.mark.parametrize("restarts", [True, False])
+def test_a_seed_the_kernel_never_sees_is_still_projected(restarts):
+    """The compiled LM projects its seed itself (solve leaves that to the kernel); a solve whose budget is over
+    before the kernel runs returns the seed projected all the same: finite, inside the limits, as numpy's."""
+    rng = np.random.default_rng(3)
+    tree = helpers.random_tree(rng, n_links=6, free_root=True)
+    goal = [Position(tree.link_names[-1], [0.3, 0.2, 0.1])]
+    for q0 in (np.full(tree.n, np.nan), np.full(tree.n, 1e6), rng.normal(size=tree.n) * 4):
+        res = solve(tree, goal, q0, "lm", time_limit=1e-12, restarts=restarts, rng=1)
+        assert res.iterations == 0
+        assert np.array_equal(res.q, tree.project(np.where(np.isfinite(q0), q0, 0.0)))
+        assert tree.is_feasible(res.q, tol=1e-9) and np.all(np.isfinite(res.q))
+
+
 def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     """A kernel call's iterations (a chunk of the budget) can run out just as its search ends, stalled: the next call
     begins the next search (a start counted, its configuration returned to go on from), not the stalled one again."""
