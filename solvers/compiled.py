@@ -1554,10 +1554,18 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
 
 @njit(cache=True, leaf=True)
 def _uses(G, T, g, v):
-    """Whether goal g depends on variable v."""
+    """Whether goal g depends on variable v. A position goal at its link's origin (a bone's head) does not
+    depend on that link's own turn and stretch: a restart left them alone (a restart of a head goal spun the head
+    bone by 98 degrees between two frames of a bake, moving nothing the goals see)."""
     kind, links, slot, rows, indices, ancestors = G[0], G[1], G[2], G[13], G[15], T[16]
     if kind[g] == _CARTESIAN:
-        return ancestors[links[g], v]
+        i = links[g]
+        if not ancestors[i, v]:
+            return False
+        if T[17][v] != i or G[7][g] or G[8][g] or G[3][g, 0] != 0.0 or G[3][g, 1] != 0.0 or G[3][g, 2] != 0.0:
+            return True
+        k = T[2][i]  # the link's own variable, the goal at its origin: only a translation moves that
+        return k == _PRISMATIC or (k == _FREE and v < T[4][i] + 3 and T[18][i] != v)
     if kind[g] == _DISTANCE:
         return ancestors[links[g], v] or (slot[g] >= 0 and ancestors[slot[g], v])
     if kind[g] == _JOINT_VALUE:

@@ -499,6 +499,31 @@ def test_a_restart_changes_only_the_stuck_limbs_first():
     assert first_failed >= 3 and solved == first_failed, (first_failed, solved)
 
 
+def test_a_restart_leaves_alone_what_no_goal_sees():
+    """A position goal at a link's origin (a bone's head: a bake's head goal) does not depend on the link's own
+    turn; a restart of that goal draws its chain afresh, not that turn, which nothing would bring back (a baked
+    head spun 98 degrees between two frames). With an offset (the bone's tail), an orientation or a prismatic
+    joint of its own, the link's own variable does move the goal and is drawn."""
+    joints = [Joint("a", "revolute", "base", "l1", axis=(0, 0, 1), lower=-3, upper=3),
+              Joint("b", "revolute", "l1", "l2", origin=helpers.transform(xyz=(1, 0, 0)), axis=(0, 1, 0),
+                    lower=-3, upper=3),
+              Joint("c", "revolute", "l2", "l3", origin=helpers.transform(xyz=(1, 0, 0)), axis=(1, 0, 0),
+                    lower=-3, upper=3),
+              Joint("d", "prismatic", "l2", "l4", origin=helpers.transform(xyz=(0, 1, 0)), axis=(0, 0, 1),
+                    lower=-1, upper=1)]
+    tree = Tree(joints)
+    q, seed = np.zeros(tree.n), np.full(tree.n, 0.5)
+    drawn = {}
+    for label, goal in (("head", Position("l3", [1, 1, 1])), ("tail", Position("l3", [1, 1, 1], offset=(0, 0, 1))),
+                        ("pose", Pose("l3", np.eye(4))), ("prismatic", Position("l4", [1, 1, 1]))):
+        k = compiled.kernel(Problem(tree, [goal]))
+        start, partial = compiled._restart(q, seed, np.array([True]), 0, k.tree_arrays(), k.goal_arrays())
+        drawn[label] = {name for name in tree.joint_names if start[tree.var(name)] != 0.0}
+    assert drawn["head"] == {"a", "b"}
+    assert drawn["tail"] == drawn["pose"] == {"a", "b", "c"}
+    assert drawn["prismatic"] == {"a", "b", "d"}
+
+
 def test_the_random_restarts_are_drawn_in_the_kernel_from_the_solves_rng():
     """The restarts' random starts are drawn inside the kernel (no return to Python to draw them: one kernel call
     for a solve within its chunk), from numba's generator seeded from the solve's rng: the same rng (a seed or a
