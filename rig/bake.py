@@ -384,7 +384,10 @@ class Baker:
         basis = read_frame_input(obj, tree, mapping)
         # The pose as a configuration: where the frame's solve starts or its goals need it, else for every frame
         # at once when the keys are written (_moved_bones): 0.15 ms a frame.
-        q_anim = poses_from_basis(tree, mapping, basis[None])[0] if self._pose_needed() else None
+        if self.pool is None and not getattr(self.goals, "needs_pose", True):
+            q_anim = self._follow(basis)
+        else:
+            q_anim = poses_from_basis(tree, mapping, basis[None])[0] if self._pose_needed() else None
         self.bases.append(basis)
         for name, off in scaled_bones(obj, mapping).items():
             first, largest = self.scaled.get(name, (f, 0.0))
@@ -398,6 +401,23 @@ class Baker:
         self.scales.append(world_scale(obj))  # errors in world units, as the tolerances and --max-error
         self.objectives.append(objectives)
         return objectives, q_anim
+
+    def _follow(self, basis):
+        """Tracking an animated rig: the correction the last frame's answer made to its animated pose carries over
+        to this frame's animated pose (the tracker starts there and its continuity goal holds it there), so what
+        the goals do not need stays as the action animates it: a hand's own turn under a goal at its head, a knee's
+        bend where the goals were met. From the last answer alone, a bake kept such bones as the first frame left
+        them and drifted from the action (a walk's knees 80 mm off with every goal met by the action itself).
+        Goals that read the pose themselves (foot placement, retargeting: a preference for it) are left to do so.
+        Returns the animated pose (the last one again while the solved bones' bases do not change)."""
+        known = self.__dict__.get("_animated")
+        if known is not None and np.array_equal(basis, known[0]):
+            return known[1]
+        q_anim = poses_from_basis(self.tree, self.mapping, basis[None])[0]
+        if known is not None and self.tracker.previous is not None:
+            self.tracker.previous = self.tree.project(q_anim + (self.tracker.previous - known[1]))
+        self._animated = (basis, q_anim)
+        return q_anim
 
     def _pose_needed(self):
         return self.pool is not None or self.tracker.previous is None or getattr(self.goals, "needs_pose", True)

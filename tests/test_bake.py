@@ -391,3 +391,44 @@ def test_a_goals_keyed_settings_are_read_on_every_frame(scene):
         assert np.linalg.norm(tip - np.array(g.point)) < 2e-4, f
     bpy.context.scene.frame_set(FRAMES[1])
     assert np.linalg.norm(tip - (0.0, 0.8, 1.9)) < 2e-4
+
+
+def test_a_bake_leaves_what_the_goals_do_not_ask_for_as_the_action_has_it():
+    """A rig that keeps its own action, its goal already met by that action on every frame (the target is the
+    same bone of a copy playing the same action): the bake leaves every bone as the action poses it, the goal
+    bone's own turn too. The tracker used to start each frame from the last answer alone: the goal bone kept the
+    first frame's turn and the chain drifted from the action (a walk's knees 80 mm off the clip's)."""
+    obj, _ = build_scene(rotation_mode="XYZ")
+    try:
+        for pb in obj.pose.bones:
+            pb.rotation_mode = "XYZ"
+        for f, angles in ((1, (0.0, 0.3, 0.0)), (12, (0.5, -0.4, 0.8)), (24, (-0.3, 0.6, -0.5))):
+            for name, scale in (("b0", 0.6), ("b1", 1.0), ("b2", 1.5)):
+                pb = obj.pose.bones[name]
+                pb.rotation_euler = tuple(scale * a for a in angles)
+                pb.keyframe_insert("rotation_euler", frame=f)
+        source = bpy.data.objects.new("Source", obj.data)
+        bpy.context.scene.collection.objects.link(source)
+        source.animation_data_create()
+        source.animation_data.action = obj.animation_data.action
+        source.animation_data.action_slot = obj.animation_data.action_slot
+        bpy.context.view_layer.update()  # (its pose made)
+        for pb in source.pose.bones:
+            pb.rotation_mode = "XYZ"
+        obj.fullbody_ik.goals.clear()
+        g = obj.fullbody_ik.goals.add()
+        g.kind, g.bone, g.target, g.subtarget, g.use_tail = "POSITION", "b2", source, "b2", False
+        obj.fullbody_ik.settings.time_limit = 0.05
+        report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+        assert report.summary()["solved_frames"] == FRAMES[1] - FRAMES[0] + 1
+        worst = 0.0
+        for f in range(FRAMES[0], FRAMES[1] + 1):
+            bpy.context.scene.frame_set(f)
+            for name in ("b0", "b1", "b2"):
+                worst = max(worst, float(np.abs(np.array(obj.pose.bones[name].matrix)
+                                                - np.array(source.pose.bones[name].matrix)).max()))
+        assert worst < 1e-4, worst
+    finally:
+        if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
+            bpy.ops.object.mode_set(mode="OBJECT")
+        fullbody_ik.unregister()
