@@ -90,7 +90,10 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
         if not isinstance(rng, np.random.Generator):
             rng = np.random.default_rng(rng)
         if nearby:
-            seed = tree.project(best_q + rng.normal(0.0, float(nearby), tree.n) * tree.weights)
+            if count == 1:  # (what the objectives move: a goal at a bone's head does not see the bone's own turn,
+                # and a perturbation there would stay, a pop between two frames of a bake)
+                seen = np.any(problem.jacobian(problem.state(best_q)) != 0.0, axis=0)
+            seed = tree.project(best_q + rng.normal(0.0, float(nearby), tree.n) * tree.weights * seen)
         else:
             seed = tree.random_configurations(rng, 1)[0]
     if count:

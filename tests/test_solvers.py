@@ -160,6 +160,22 @@ def test_tracker_leaves_a_dead_end_only_for_a_pose_that_meets_the_goals(compiled
         compiled.set_enabled(True)
 
 
+def test_restarts_near_the_answer_leave_alone_what_no_objective_sees():
+    """Restarts near the best answer perturb only the variables the objectives move: a goal at a bone's head
+    does not see the bone's own turn, and a perturbation of it would stay (a pop between two frames of a bake)."""
+    tree = Tree([Joint("a", "revolute", "base", "l1", axis=(0, 0, 1), lower=-3, upper=3),
+                 Joint("b", "revolute", "l1", "l2", origin=transform(xyz=(1, 0, 0)), axis=(0, 1, 0), lower=-3, upper=3),
+                 Joint("c", "revolute", "l2", "l3", origin=transform(xyz=(1, 0, 0)), axis=(1, 0, 0), lower=-3, upper=3)])
+    seed = np.array([0.2, 0.3, 0.7])
+    far = [Position("l3", [5.0, 1.0, 1.0])]  # out of reach: every restart is made
+    res = solve(tree, far, seed, "lm", time_limit=0.05, nearby=0.1, rng=2)
+    assert res.restarts > 3 and not res.success
+    assert res.q[2] == 0.7 and abs(res.q[0] - seed[0]) > 1e-3
+    tail = [Position("l3", [5.0, 1.0, 1.0], offset=(0, 0, 1))]  # the tail: c turns it, and is perturbed
+    res = solve(tree, tail, seed, "lm", time_limit=0.05, nearby=0.1, rng=2)
+    assert res.restarts > 3 and res.q[2] != 0.7
+
+
 def test_same_seed_same_answer(iiwa):
     objs = [Position("lbr_iiwa_link_7", [5.0, 0.0, 0.0])]
     a = solve(iiwa, objs, None, method="lm", max_iterations=60, rng=7, restarts=True)
