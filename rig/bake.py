@@ -337,6 +337,7 @@ class Baker:
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
         self.bases = []  # per frame read, the solved bones' bases as the action poses them
+        self._animated = None  # (the last changed basis read, its configuration): _follow
         self.solve_ms, self.frame_ms, self.read_ms = [], [], []
         self.start_values = {}
         self.scaled = {}  # bone -> (first frame its pose scale is not 1, largest difference): not modeled, warned
@@ -410,7 +411,7 @@ class Baker:
         them and drifted from the action (a walk's knees 80 mm off with every goal met by the action itself).
         Goals that read the pose themselves (foot placement, retargeting: a preference for it) are left to do so.
         Returns the animated pose (the last one again while the solved bones' bases do not change)."""
-        known = self.__dict__.get("_animated")
+        known = self._animated
         if known is not None and np.array_equal(basis, known[0]):
             return known[1]
         q_anim = poses_from_basis(self.tree, self.mapping, basis[None])[0]

@@ -1440,6 +1440,15 @@ def _stuck(trail, it, stall, errors, G):
 
 
 @njit(cache=True, leaf=True)
+def _largest_change(a, b):
+    """max |a - b| over the entries of two vectors."""
+    out = 0.0
+    for v in range(a.shape[0]):
+        out = max(out, abs(a[v] - b[v]))
+    return out
+
+
+@njit(cache=True, leaf=True)
 def _step_into(q, t, dq, T, out):
     """out = project(q + t dq)."""
     for v in range(q.shape[0]):
@@ -1506,10 +1515,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
                 for v in range(n):
                     trial[v] = q[v] + t * dq[v]
                 _project_into(trial, T, q_new)
-                off = 0.0
-                for v in range(n):
-                    off = max(off, abs(q_new[v] - trial[v]))
-                if off <= 1e-12:
+                if _largest_change(q_new, trial) <= 1e-12:
                     inside_t = t
                     break
             best_E, best_t = np.inf, -1.0
@@ -1525,10 +1531,10 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             if not best_E <= E:
                 return q, 2, it, met, E, errors, _stuck(trail, it, stall, errors, G)
             _step_into(q, best_t, dq, T, q_new)
-            moved, longest = 0.0, 1e-300
+            longest = 1e-300
             for v in range(n):
-                moved, longest = max(moved, abs(q_new[v] - q[v])), max(longest, abs(dq[v]))
-            step = min(moved / longest, best_t)  # (lm.run)
+                longest = max(longest, abs(dq[v]))
+            step = min(_largest_change(q_new, q) / longest, best_t)  # (lm.run)
             mu = min(mu / max(step, 1e-3), 1e8)
             met, unmet = evaluate(q_new, T, G, ws, r, J, True, errors)
         else:
@@ -1537,9 +1543,7 @@ def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, r
             J, J_new = J_new, J
             errors, errors_new = errors_new, errors
             met, unmet = met_new, unmet_new
-        moved = 0.0
-        for v in range(n):
-            moved = max(moved, abs(q_new[v] - q[v]))
+        moved = _largest_change(q_new, q)
         E_prev = E
         E = 0.5 * np.dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
@@ -1557,15 +1561,17 @@ def _uses(G, T, g, v):
     """Whether goal g depends on variable v. A position goal at its link's origin (a bone's head) does not
     depend on that link's own turn and stretch: a restart left them alone (a restart of a head goal spun the head
     bone by 98 degrees between two frames of a bake, moving nothing the goals see)."""
-    kind, links, slot, rows, indices, ancestors = G[0], G[1], G[2], G[13], G[15], T[16]
+    kind, links, slot, offsets, has_R, has_L, rows, indices = G[0], G[1], G[2], G[3], G[7], G[8], G[13], G[15]
+    joint, var, ancestors, var_link, stretch_var = T[2], T[4], T[16], T[17], T[18]
     if kind[g] == _CARTESIAN:
         i = links[g]
         if not ancestors[i, v]:
             return False
-        if T[17][v] != i or G[7][g] or G[8][g] or G[3][g, 0] != 0.0 or G[3][g, 1] != 0.0 or G[3][g, 2] != 0.0:
+        if var_link[v] != i or has_R[g] or has_L[g] or offsets[g, 0] != 0.0 or offsets[g, 1] != 0.0 or \
+                offsets[g, 2] != 0.0:
             return True
-        k = T[2][i]  # the link's own variable, the goal at its origin: only a translation moves that
-        return k == _PRISMATIC or (k == _FREE and v < T[4][i] + 3 and T[18][i] != v)
+        # the link's own variable, the goal at its origin: only a translation moves that
+        return joint[i] == _PRISMATIC or (joint[i] == _FREE and v < var[i] + 3 and stretch_var[i] != v)
     if kind[g] == _DISTANCE:
         return ancestors[links[g], v] or (slot[g] >= 0 and ancestors[slot[g], v])
     if kind[g] == _JOINT_VALUE:
