@@ -87,12 +87,20 @@ class Tracker:
         return res
 
     def _first(self, objectives, seed_q, rng):
+        local = None
         if self.record.local:
-            res = self._solve(objectives, seed_q, self.time_limit, rng, restarts=False)
-            if res.success:
-                return res
+            local = self._solve(objectives, seed_q, self.time_limit, rng, restarts=False)
+            if local.success:
+                return local
         budget = max(FIRST_FRAME_FACTOR * self.time_limit, FIRST_FRAME_MIN)
-        return self._solve(objectives, seed_q, budget, rng)
+        full = self._solve(objectives, seed_q, budget, rng)
+        if full.success or local is None or self.continuity == 0:
+            return full
+        # Short of the goals either way (out of reach): ranked with continuity to the seed, as later frames rank
+        # theirs; a restart's far pose 0.05 mm closer would be carried through a whole bake (Baker._follow).
+        seed = np.zeros(self.tree.n) if seed_q is None else np.asarray(seed_q, dtype=float)
+        tracked = Problem(self.tree, list(objectives) + [Displacement(seed, weight=self.continuity)])
+        return full if _cost(tracked, full.q) < _cost(tracked, local.q) else local
 
     def _next(self, objectives, rng, start):
         previous, tl = self.previous, self.time_limit

@@ -160,6 +160,19 @@ def test_tracker_leaves_a_dead_end_only_for_a_pose_that_meets_the_goals(compiled
         compiled.set_enabled(True)
 
 
+def test_a_first_frame_out_of_reach_keeps_the_answer_near_its_seed_unless_a_far_one_is_worth_the_move():
+    """A first frame short of its goals ranks the full solve's answer against the local one with continuity to
+    the seed, as later frames rank theirs (a bake carries the first frame's correction through the clip)."""
+    tree = Tree([Joint("turn", "revolute", "base", "arm", axis=(0, 0, 1), lower=-3.0, upper=3.0),
+                 Joint("tip", "fixed", "arm", "tip", origin=transform(xyz=(1.0, 0.0, 0.0)))])
+    a = np.pi + 0.01  # in the gap, a little nearer the limit at -3 than the one at 3, where the seed is
+    goal = [Position("tip", [np.cos(a), np.sin(a), 0.0])]
+    near = Tracker(tree, "lm", 0.02, continuity=1e-3, seed=1).step(goal, np.array([2.8]))
+    assert not near.success and abs(near.q[0] - 3.0) < 1e-6  # the move to -3 costs more than its 2 cm
+    far = Tracker(tree, "lm", 0.02, continuity=1e-5, seed=1).step(goal, np.array([2.8]))
+    assert not far.success and abs(far.q[0] + 3.0) < 1e-6  # worth it with a weaker continuity
+
+
 def test_restarts_near_the_answer_leave_alone_what_no_objective_sees():
     """Restarts near the best answer perturb only the variables the objectives move: a goal at a bone's head
     does not see the bone's own turn, and a perturbation of it would stay (a pop between two frames of a bake)."""
