@@ -294,13 +294,18 @@ _NONE, _REVOLUTE, _PRISMATIC, _BALL, _SWING, _FREE = 0, 1, 2, 3, 4, 5
 # Goal kinds: a link's position, orientation or look direction (any of them); a displacement; a joint value;
 # a least distance between two points (Distance).
 _CARTESIAN, _DISPLACEMENT, _JOINT_VALUE, _DISTANCE = 0, 1, 2, 3
+# A goal packed (Kernel): its scalars (kind, link, slot, rows, has position, has rotation, has look, sqrt weight,
+# position tolerance, angle tolerance), then offset, position target, look axis (3 each), rotation target (9).
+_GOAL_SCALARS = 10
+_GOAL_FLOATS = _GOAL_SCALARS + 18
 
 
 def _tree_arrays(tree):
-    """The tree as arrays for the kernels, once per tree (its joints do not change; its origins may, and are read
-    at each solve): (parent, kind, axis, var, cols, elbow, angle limits, limited, swing lo, swing hi, nearest,
-    clip lower, clip upper, continuous, weights, ancestors, var_link, stretch_var, anchor, full-turn joints' range
-    (n, 2; NaN for other variables))."""
+    """The tree packed for the kernels, once per tree (its joints do not change; its origins may, and are read at
+    each solve): (ti, tf, tb), one flat array per type, that _tree reads as (parent, kind, axis, var, cols, elbow,
+    angle limits, limited, swing lo, swing hi, nearest, clip lower, clip upper, continuous, weights, ancestors,
+    var_link, stretch_var, anchor, full-turn joints' range (n, 2; NaN for other variables)). Packed, a kernel call
+    unboxes 4 arrays for the tree, not 20 (75 ns each)."""
     arrays = tree.__dict__.get("_compiled_arrays")
     if arrays is not None:
         return arrays
@@ -345,96 +350,106 @@ def _tree_arrays(tree):
     for i in range(1, L):
         anchor[i] = anchor[tree.parent[i]]
         anchor[i, tree.parent[i]] = i
+    flat = lambda dtype, *parts: np.ascontiguousarray(  # noqa: E731
+        np.concatenate([np.asarray(p, dtype=dtype).ravel() for p in parts]))
     arrays = tree._compiled_arrays = (
-        np.ascontiguousarray(tree.parent, dtype=np.int64), kind, axis, var, cols, elbow, angle_limits, limited,
-        swing_lo, swing_hi, nearest, np.ascontiguousarray(tree._clip_lower, dtype=float),
-        np.ascontiguousarray(tree._clip_upper, dtype=float), continuous,
-        np.ascontiguousarray(tree.weights, dtype=float), np.ascontiguousarray(tree.ancestors, dtype=np.bool_),
-        np.ascontiguousarray(tree.var_link, dtype=np.int64), stretch_var, anchor, turn)
+        flat(np.int64, [L, tree.n], tree.parent, kind, var, cols, elbow, stretch_var, anchor, tree.var_link),
+        flat(float, axis, angle_limits, swing_lo, swing_hi, tree._clip_lower, tree._clip_upper, tree.weights, turn),
+        flat(np.bool_, [nearest], limited, continuous, tree.ancestors))
     return arrays
 
 
 def _with_origins(tree):
-    """The kernels' tree tuple: _tree_arrays with the tree's origins as they are now (a rig's may change)."""
-    s = _tree_arrays(tree)
-    return (s[0], np.ascontiguousarray(tree.origin, dtype=float)) + s[1:]
+    """The kernels' packed tree (tp): _tree_arrays and the tree's origins as they are now (a rig's may change)."""
+    return _tree_arrays(tree) + (np.ascontiguousarray(tree.origin, dtype=float),)
+
+
+_ZERO3, _ZERO9 = [0.0] * 3, [0.0] * 9
 
 
 class Kernel:
-    """A problem encoded as arrays for the compiled functions: the tree (``tree_arrays``: links' parents, origins,
-    joint kinds, axes, variables, limits; bounds, weights, ancestors) and the goals (``goal_arrays``: kind, link,
-    offset, position and rotation targets, look axis, sqrt weight, tolerances, rows; displacements' references)."""
+    """A problem encoded as arrays for the compiled functions: the tree packed (``arrays()[0]``, read by _tree as
+    links' parents, origins, joint kinds, axes, variables, limits; bounds, weights, ancestors) and the goals packed
+    (``arrays()[1]``, read by _goals as kind, link, offset, position and rotation targets, look axis, sqrt weight,
+    tolerances, rows; displacements' references). ``tree_arrays()`` and ``goal_arrays()`` are those tuples, for
+    the kernels' inner functions (tests)."""
 
     def __init__(self, problem):
         tree = problem.tree
         self.tree = tree
-        G = len(problem.objectives)
-        self.kind = np.zeros(G, dtype=np.int64)
-        self.links, self.slot = np.zeros(G, dtype=np.int64), np.zeros(G, dtype=np.int64)
-        self.offsets, self.targets_p = np.zeros((G, 3)), np.zeros((G, 3))
-        self.targets_R = np.zeros((G, 3, 3))  # (read only where has_R)
-        self.has_p, self.has_R = np.zeros(G, dtype=np.bool_), np.zeros(G, dtype=np.bool_)
-        self.has_L, self.look_axes = np.zeros(G, dtype=np.bool_), np.zeros((G, 3))
-        self.sqrt_w, self.tol_p, self.tol_R = np.zeros(G), np.empty(G), np.empty(G)
-        self.tol_p.fill(np.inf)  # (np.full costs three times as much: a tracking frame builds a Kernel per solve)
-        self.tol_R.fill(np.inf)
-        self.rows = np.zeros(G, dtype=np.int64)
+        scalars, vectors, rotations = [], [], []  # per goal: _GOAL_SCALARS; offset, position target, look axis;
+        # rotation target (9)
+        checks = []  # per goal, what result and key judge: (needs its error, tolerance, its angle, tolerance,
+        # the error reported is the angle, a Pose's two errors)
         references, indices = [], []
         link = tree.link_index.__getitem__
-        for g, o in enumerate(problem.objectives):
-            self.sqrt_w[g] = math.sqrt(o.weight)
+        inf = math.inf
+        for o in problem.objectives:
             t = type(o)
+            w = math.sqrt(o.weight)
             if t is Displacement:
                 idx = o._indices(SimpleNamespace(tree=tree))
-                self.kind[g], self.slot[g], self.tol_p[g] = _DISPLACEMENT, len(references), o.tolerance
+                s = (_DISPLACEMENT, 0, len(references), len(idx), False, False, False, w, float(o.tolerance), inf)
                 references.append(o.reference)
                 indices.append(idx)
-                self.rows[g] = len(idx)
-                continue
-            if t is Distance:  # its other link in slot (-1: a fixed point), other point in targets_p,
-                # least distance in look_axes[g, 0]
-                self.kind[g], self.links[g], self.offsets[g], self.tol_p[g] = _DISTANCE, link(o.link), o.point, \
-                    o.tolerance
-                self.slot[g] = -1 if o.other_link is None else link(o.other_link)
-                self.targets_p[g], self.look_axes[g, 0], self.rows[g] = o.other_point, o.min_distance, 1
-                continue
-            if t is JointValue:
-                self.kind[g], self.slot[g], self.tol_p[g] = _JOINT_VALUE, tree.var(o.joint), o.tolerance
-                self.targets_p[g, 0] = o.value
-                self.rows[g] = 1
-                continue
-            position = o.position if t is Pose else o if t is Position else None
-            orientation = o.orientation if t is Pose else o if t is Orientation else None
-            self.links[g] = link(o.link)
-            rows = 0
-            if position is not None:
-                self.has_p[g], self.offsets[g], self.targets_p[g] = True, position.offset, position.target
-                self.tol_p[g] = position.tolerance
-                rows += 3
-            if orientation is not None:
-                self.has_R[g], self.targets_R[g], self.tol_R[g] = True, orientation.target, orientation.tolerance
-                rows += 3
-            if t is LookAt:  # its target in targets_p, its tolerance (an angle) in tol_R
-                self.has_L[g], self.look_axes[g], self.targets_p[g], self.tol_R[g] = True, o.axis, o.target, o.tolerance
-                rows += 3
-            self.rows[g] = rows
-        self.references = np.array(references, dtype=float).reshape(len(references), tree.n)
-        width = max([tree.n] + [len(i) for i in indices])
-        self.indices = np.empty((len(indices), width), dtype=np.int64)
-        self.indices.fill(-1)
-        for row, idx in enumerate(indices):
-            self.indices[row, :len(idx)] = idx
-        self._goals = (self.kind, self.links, self.slot, self.offsets, self.targets_p, self.targets_R, self.has_p,
-                       self.has_R, self.has_L, self.look_axes, self.sqrt_w, self.tol_p, self.tol_R, self.rows,
-                       self.references, self.indices)
+                vectors.append(_ZERO3 * 3)
+            elif t is Distance:  # its other link in slot (-1: a fixed point), other point in the position target,
+                # least distance in the look axis' first entry
+                s = (_DISTANCE, link(o.link), -1 if o.other_link is None else link(o.other_link), 1, False, False,
+                     False, w, float(o.tolerance), inf)
+                vectors.append(o.point.tolist() + o.other_point.tolist() + [o.min_distance, 0.0, 0.0])
+            elif t is JointValue:
+                s = (_JOINT_VALUE, 0, tree.var(o.joint), 1, False, False, False, w, float(o.tolerance), inf)
+                vectors.append(_ZERO3 + [o.value, 0.0, 0.0] + _ZERO3)
+            else:
+                position = o.position if t is Pose else o if t is Position else None
+                orientation = o.orientation if t is Pose else o if t is Orientation else None
+                look = t is LookAt  # its target in the position target, its tolerance (an angle) in tol_R
+                rows = 3 * ((position is not None) + (orientation is not None) + look)
+                s = (_CARTESIAN, link(o.link), 0, rows, position is not None, orientation is not None, look, w,
+                     inf if position is None else float(position.tolerance),
+                     float(o.tolerance) if look else inf if orientation is None else float(orientation.tolerance))
+                vectors.append(position.offset.tolist() + position.target.tolist() + _ZERO3 if position is not None
+                               else _ZERO3 + o.target.tolist() + o.axis.tolist() if look else _ZERO3 * 3)
+                if orientation is not None:
+                    rotations.append(orientation.target.ravel().tolist())
+            if len(rotations) < len(vectors):
+                rotations.append(_ZERO9)
+            scalars.append(s)
+            checks.append((s[4] or s[0] != _CARTESIAN, s[8], s[5] or s[6], s[9], t is Orientation or t is LookAt,
+                           t is Pose))
+        self._checks = checks
+        if references:
+            width = max([tree.n] + [len(i) for i in indices])
+            refs = np.array(references, dtype=float).reshape(len(references), tree.n)
+            idx = np.full((len(indices), width), -1, dtype=np.int64)
+            for row, i in enumerate(indices):
+                idx[row, :len(i)] = i
+        else:  # (most problems: two empty arrays, made once per tree)
+            refs, idx = tree.__dict__.get("_compiled_no_references") or (np.empty((0, tree.n)),
+                                                                         np.empty((0, tree.n), dtype=np.int64))
+            tree._compiled_no_references = (refs, idx)
+        # one float array, field after field (_goals reads it): the scalars, offsets, position targets, look axes,
+        # rotation targets; one array made, not 16 (a tracking frame builds a Kernel per solve)
+        flat = [x for field in zip(*scalars) for x in field]
+        for part in range(3):
+            for v in vectors:
+                flat += v[3 * part:3 * part + 3]
+        for R in rotations:
+            flat += R
+        self._gp = (np.array(flat, dtype=float), refs, idx)
+
+    def arrays(self):
+        """The kernels' arguments: (tree packed with its origins as they are now, goals packed)."""
+        return _with_origins(self.tree), self._gp
 
     def tree_arrays(self):
-        """The tree's arguments of the kernels (one tuple): its arrays with the origins as they are now."""
-        return _with_origins(self.tree)
+        """The tree's tuple the kernels' inner functions take (made by _tree: for tests)."""
+        return _tree(_with_origins(self.tree))
 
     def goal_arrays(self):
-        """The goals' arguments of the kernels (one tuple)."""
-        return self._goals
+        """The goals' tuple the kernels' inner functions take (made by _goals: for tests)."""
+        return _goals(self._gp)
 
     def remember(self, q, errors, cost):
         """What a kernel judged at the answer q it returned (the array itself): key and result then need not
@@ -446,28 +461,27 @@ class Kernel:
         known = self.__dict__.get("_judged")
         if known is not None and known[0] is q:
             return known[1], known[2]
-        return judge(np.ascontiguousarray(q, dtype=float), self.tree_arrays(), self.goal_arrays())
+        return judge(np.ascontiguousarray(q, dtype=float), _with_origins(self.tree), self._gp)
+
+    def _met(self, errors):
+        """Each goal met (a list) by its errors (G, 2) (_goal_met's rule)."""
+        return [(not p or ep <= tp) and (not a or ea <= ta) for (p, tp, a, ta, _, _), (ep, ea) in
+                zip(self._checks, errors.tolist())]
 
     def key(self, q):
         """(not every goal met, cost) at q: how solve ranks the answers of its searches."""
         errors, cost = self.judge(q)
-        met = np.all((~(self.has_p | (self.kind != _CARTESIAN)) | (errors[:, 0] <= self.tol_p))
-                     & (~(self.has_R | self.has_L) | (errors[:, 1] <= self.tol_R)))
-        return not bool(met), float(cost)
+        return not all(self._met(errors)), float(cost)
 
     def result(self, problem, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
         tested equal), without a numpy FK."""
         errors, cost = self.judge(q)
-        out_errors, satisfied, details = np.empty(len(problem.objectives)), [], []
-        for g, o in enumerate(problem.objectives):
-            ep, ea = float(errors[g, 0]), float(errors[g, 1])
-            ok = (not (self.has_p[g] or self.kind[g] != _CARTESIAN) or ep <= self.tol_p[g]) and \
-                (not (self.has_R[g] or self.has_L[g]) or ea <= self.tol_R[g])
-            out_errors[g] = ea if isinstance(o, (Orientation, LookAt)) else ep
-            satisfied.append(bool(ok))
-            details.append({"error": ep, "angular_error": ea} if isinstance(o, Pose) else {"error": out_errors[g]})
-        return Result(q=q, success=all(satisfied), errors=out_errors, iterations=budget.iterations,
+        satisfied, out, details = self._met(errors), [], []
+        for (_, _, _, _, angle, pose), (ep, ea) in zip(self._checks, errors.tolist()):
+            out.append(ea if angle else ep)
+            details.append({"error": ep, "angular_error": ea} if pose else {"error": out[-1]})
+        return Result(q=q, success=all(satisfied), errors=np.array(out), iterations=budget.iterations,
                       elapsed=budget.elapsed(), message=message, method=method, cost=float(cost), satisfied=satisfied,
                       details=details, restarts=restarts)
 
@@ -493,7 +507,7 @@ def project_one(tree, q):
     """Tree.project of one configuration, compiled; None when the compiled path does not cover the tree."""
     if not covers_tree(tree):
         return None
-    return project(np.ascontiguousarray(q, dtype=float), _with_origins(tree))
+    return project_packed(np.ascontiguousarray(q, dtype=float), _with_origins(tree))
 
 
 def kernel(problem):
@@ -504,6 +518,50 @@ def kernel(problem):
     if k is None:
         k = problem._kernel = Kernel(problem)
     return k
+
+
+# -- the packed arguments --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _tree(tp):
+    """The tree's tuple from its packed arrays (views, no copy): (parent, origins, kind, axis, var, cols, elbow,
+    angle limits, limited, swing lo, swing hi, nearest, clip lower, clip upper, continuous, weights, ancestors,
+    var_link, stretch_var, anchor, turn); see _tree_arrays."""
+    ti, tf, tb, origin = tp
+    L, n = ti[0], ti[1]
+    o = 2
+    parent, kind, var = ti[o:o + L], ti[o + L:o + 2 * L], ti[o + 2 * L:o + 3 * L]
+    o += 3 * L
+    cols = ti[o:o + 3 * L].reshape((L, 3))
+    o += 3 * L
+    elbow, stretch_var = ti[o:o + L], ti[o + L:o + 2 * L]
+    o += 2 * L
+    anchor = ti[o:o + L * L].reshape((L, L))
+    var_link = ti[o + L * L:o + L * L + n]
+    axis, angle_limits = tf[:3 * L].reshape((L, 3)), tf[3 * L:9 * L].reshape((L, 3, 2))
+    swing_lo, swing_hi = tf[9 * L:11 * L].reshape((L, 2)), tf[11 * L:13 * L].reshape((L, 2))
+    o = 13 * L
+    clip_lower, clip_upper, weights = tf[o:o + n], tf[o + n:o + 2 * n], tf[o + 2 * n:o + 3 * n]
+    turn = tf[o + 3 * n:o + 5 * n].reshape((n, 2))
+    nearest, limited = tb[0], tb[1:1 + 3 * L].reshape((L, 3))
+    continuous, ancestors = tb[1 + 3 * L:1 + 3 * L + n], tb[1 + 3 * L + n:1 + 3 * L + n + L * n].reshape((L, n))
+    return (parent, origin, kind, axis, var, cols, elbow, angle_limits, limited, swing_lo, swing_hi, nearest,
+            clip_lower, clip_upper, continuous, weights, ancestors, var_link, stretch_var, anchor, turn)
+
+
+@njit(cache=True)
+def _goals(gp):
+    """The goals' tuple from their packed arrays: (kind, links, slot, offsets, targets_p, targets_R, has_p, has_R,
+    has_L, look_axes, sqrt_w, tol_p, tol_R, rows, references, indices); see Kernel."""
+    gf, references, indices = gp
+    G = gf.shape[0] // _GOAL_FLOATS
+    ints = gf[:4 * G].astype(np.int64)
+    flags = gf[4 * G:7 * G] != 0.0
+    o = _GOAL_SCALARS * G
+    return (ints[:G], ints[G:2 * G], ints[2 * G:3 * G], gf[o:o + 3 * G].reshape((G, 3)),
+            gf[o + 3 * G:o + 6 * G].reshape((G, 3)), gf[o + 9 * G:o + 18 * G].reshape((G, 3, 3)), flags[:G],
+            flags[G:2 * G], flags[2 * G:3 * G], gf[o + 6 * G:o + 9 * G].reshape((G, 3)), gf[7 * G:8 * G],
+            gf[8 * G:9 * G], gf[9 * G:10 * G], ints[3 * G:4 * G], references, indices)
 
 
 # -- kinematics ---------------------------------------------------------------------------------------------
@@ -1091,6 +1149,12 @@ def project(q, T):
     return out
 
 
+@njit(cache=True)
+def project_packed(q, tp):
+    """project, from Python: the tree packed."""
+    return project(q, _tree(tp))
+
+
 @njit(cache=True, leaf=True)
 def _project_into(q, T, out):
     """project(q) into out (which may be q itself)."""
@@ -1457,7 +1521,14 @@ def _step_into(q, t, dq, T, out):
 
 
 @njit(cache=True)
-def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, T, G):
+def lm_kernel(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, tp, gp):
+    """_lm from Python: the tree and goals packed (Kernel.arrays)."""
+    return _lm(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, _tree(tp),
+               _goals(gp))
+
+
+@njit(cache=True)
+def _lm(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residual_tol, backtracks, T, G):
     """solvers.lm.run compiled, from P(q): q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I
     (paper 001 eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is worse
     (damping raised by 1/t for the usable fraction t, halved back after full steps), the same stopping rules.
@@ -1633,23 +1704,21 @@ def _random_into(out, low, span, T):
 
 @njit(cache=True)
 def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, damping_bias, damping_scale,
-                    step_tol, residual_tol, backtracks, low, span, T, G):
-    """lm_kernel from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
-    with ``seed`` when it is >= 0) in turn (_next_start; each search given up when it stalls), until one meets every
+                    step_tol, residual_tol, backtracks, low, span, tp, gp):
+    """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
+    with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls), until one meets every
     goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit). in_a_row (1,) counts the
     partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from; the
     next search's start when the last one ended with them) or the last answer, the best q, its (met, E, errors
     (G, 2)), new starts made, iterations, whether the iterations ran out, the last answer's stuck goals)."""
-    if seed >= 0:
-        np.random.seed(seed)
+    T, G = _tree(tp), _goals(gp)
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
     best_errors = np.zeros((G[1].shape[0], 2))
     draw = np.empty(q.shape[0])
     while True:
-        q_end, status, its, met, E, errors, stuck = lm_kernel(q, max_iterations - total, stall, damping_bias,
-                                                              damping_scale, step_tol, residual_tol, backtracks,
-                                                              T, G)
+        q_end, status, its, met, E, errors, stuck = _lm(q, max_iterations - total, stall, damping_bias,
+                                                        damping_scale, step_tol, residual_tol, backtracks, T, G)
         total += its
         if (met and not best_met) or (met == best_met and E < best_E):
             best_q, best_met, best_E, best_errors = q_end.copy(), met, E, errors
@@ -1659,6 +1728,8 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
             return q_end, best_q, best_met, best_E, best_errors, used, total, True, stuck
         if 0 <= max_starts <= used:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
+        if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
+            np.random.seed(seed)
         _random_into(draw, low, span, T)
         q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
         used += 1
@@ -1667,8 +1738,9 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
 
 
 @njit(cache=True)
-def judge(q, T, G):
-    """(errors (G, 2): each goal's error and angle, cost sum w |r|^2 / 2) at q."""
+def judge(q, tp, gp):
+    """(errors (G, 2): each goal's error and angle, cost sum w |r|^2 / 2) at q (the tree and goals packed)."""
+    T, G = _tree(tp), _goals(gp)
     r, J = np.empty(size(G)), np.empty((0, 0))
     errors = np.zeros((G[1].shape[0], 2))
     evaluate(q, T, G, workspace(q.shape[0], T[0].shape[0], r.shape[0]), r, J, False, errors)
@@ -1713,19 +1785,19 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
     """solvers.lm.run on the compiled kernel: (q, message). Iterations count into ``budget``; the wall clock is
     looked at between kernel calls (a kernel call cannot read it), each sized to about half the time left
     (_chunk). A new call starts its damping and stall history afresh."""
-    T, G = k.tree_arrays(), k.goal_arrays()
+    tp, gp = k.arrays()
     q = np.ascontiguousarray(q, dtype=float)
     met = None  # not judged yet: nothing ran
     while True:
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             if met is None:  # (nothing ran: the seed, projected)
-                q = project(q, T)
+                q = project_packed(q, tp)
                 met = problem.satisfied(problem.state(q))
             return q, MESSAGES[0] if met else MESSAGES[1]
         q, status, iterations, met, E, errors, _ = _timed(k, lm_kernel, q, left, int(stall or 0),
                                                           float(damping_bias), float(damping_scale), float(step_tol),
-                                                          float(residual_tol), int(backtracks), T, G)
+                                                          float(residual_tol), int(backtracks), tp, gp)
         k.remember(q, errors, E)
         budget.iterations += iterations
         if status != 1:
@@ -1756,7 +1828,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
     restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all:
     _restart), ``max_restarts`` times at most (None: while the budget lasts, or ten times without any budget, as
     solve allows a local method). (q, message) of the first success, else of the best."""
-    T, G = k.tree_arrays(), k.goal_arrays()
+    tp, gp = k.arrays()
     tree = problem.tree
     q = np.ascontiguousarray(q, dtype=float)
     low, span = tree.__dict__.get("_compiled_sampling", (None, None))
@@ -1776,8 +1848,9 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         q, found, met, E, errors, used, iterations, ran_out, stuck = _timed(
             k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
             int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol),
-            int(backtracks), low, span, T, G)
-        seed = -1  # (the generator goes on in the next call)
+            int(backtracks), low, span, tp, gp)
+        if used:  # (the generator, seeded at the kernel's first draw, goes on in the next call)
+            seed = -1
         budget.iterations += iterations
         count += used
         if (not met, E) < best_key:
@@ -1786,7 +1859,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
     if best_key[1] == np.inf:  # nothing ran: judge the seed, projected
-        q = project(q, T)
+        q = project_packed(q, tp)
         st = problem.state(q)
         return q, MESSAGES[0] if problem.satisfied(st) else MESSAGES[1]
     message = MESSAGES[0] if not best_key[0] else MESSAGES[1] if budget.exhausted() else MESSAGES[3]
@@ -2081,14 +2154,15 @@ _START, _GENERATION, _FITNESS = 0, 1, 2  # memetic's tasks
 
 
 @njit(cache=True)
-def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low, span, T, G, chain):
+def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low, span, tp, gp, chain):
     """The compiled memetic solver's one entry point (an entry point compiles everything it calls anew, some 10 s
     each): with numba's random numbers seeded by ``seed``,
     - _START: the first population (eq. 16) from ``best`` into X, M (momentum), phi, sorted;
     - _GENERATION: one generation given the elites' exploited points X_new (eq. 22: LM's or L-BFGS-B's, run by
       the caller: an LM inside this entry point would compile it anew, another 30 s);
     - _FITNESS: Omega^2 of each row of X_new into phi, its gradient into grad, whether it meets every goal into met.
-    Returns (generations run, whether best meets every goal)."""
+    Returns (generations run, whether best meets every goal). The tree and goals packed (Kernel.arrays)."""
+    T, G = _tree(tp), _goals(gp)
     np.random.seed(seed)
     if task == _START:
         _start(X, M, phi, best, low, span, T, G, chain)
@@ -2099,14 +2173,14 @@ def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low,
     return 0, False
 
 
-def fitness_gradients(Q, T, G, chain):
+def fitness_gradients(Q, tp, gp, chain):
     """(Omega^2 (P,), its gradient (P, n), every goal met (P,)) of each row of Q: what L-BFGS-B minimises in the
     exploitation (eq. 21; Omega^2 has Omega's minimisers and no kink at zero)."""
     Q = np.ascontiguousarray(Q, dtype=float)
     P, n = Q.shape
     f, grad, met = np.empty(P), np.empty((P, n)), np.zeros(P, dtype=bool)
     empty = np.empty((0, n))
-    memetic(_FITNESS, empty, empty, f, np.empty(n), np.empty(1), Q, grad, met, 0, 0, np.empty(n), np.empty(n), T, G,
+    memetic(_FITNESS, empty, empty, f, np.empty(n), np.empty(1), Q, grad, met, 0, 0, np.empty(n), np.empty(n), tp, gp,
             chain)
     return f, grad, met
 
@@ -2120,7 +2194,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     from .memetic import _distinct_elites
 
     tree = problem.tree
-    T, G = k.tree_arrays(), k.goal_arrays()
+    tp, gp = k.arrays()
     rng = np.random.default_rng(rng)
     P, E, n = population, elites, tree.n
     low, span = np.ascontiguousarray(tree.sample_lower, dtype=float), np.ascontiguousarray(tree.span(), dtype=float)
@@ -2131,13 +2205,13 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     best, best_phi = np.ascontiguousarray(q0, dtype=float).copy(), np.empty(1)
 
     def call(task, X_new):
-        return memetic(task, X, M, phi, best, best_phi, X_new, no_grad, no_met, seed(), waves, low, span, T, G, chain)
+        return memetic(task, X, M, phi, best, best_phi, X_new, no_grad, no_met, seed(), waves, low, span, tp, gp, chain)
 
     bias = float(lm.bias(tree))
     call(_START, none)
     best[:], best_phi[0] = X[0], phi[0]
     met = not k.key(best)[0]
-    fg = lambda Q: fitness_gradients(Q, T, G, chain)  # noqa: E731
+    fg = lambda Q: fitness_gradients(Q, tp, gp, chain)  # noqa: E731
     elites_space = np.empty((E, n))
     clock["compiled"], clock["exploit"] = True, exploit
     while not met and not budget.exhausted():
@@ -2146,7 +2220,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
         if exploit == "lm":  # each elite's LM iterations (lm_kernel), while the time lasts
             for e in range(E):
                 elites_space[e] = X[e] if budget.past_deadline() else \
-                    lm_kernel(X[e].copy(), exploit_iterations, 0, bias, 1.0, 1e-12, 1e-12, 8, T, G)[0]
+                    lm_kernel(X[e].copy(), exploit_iterations, 0, bias, 1.0, 1e-12, 1e-12, 8, tp, gp)[0]
             X_new = elites_space
         else:  # scipy's L-BFGS-B, the elites in lockstep, on the compiled fitness and gradient
             X_new, _, _ = lbfgsb.minimize_batch(fg, X[:E].copy(), tree._clip_lower, tree._clip_upper,

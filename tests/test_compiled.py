@@ -452,14 +452,14 @@ def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     tree = _robot(*ROBOTS[0])
     problem = Problem(tree, [Position(ROBOTS[0][2], (5.0, 5.0, 5.0))])  # out of reach: the search stalls
     k = compiled.kernel(problem)
-    T, G = k.tree_arrays(), k.goal_arrays()
+    tp, gp = k.arrays()
     low, span = np.ascontiguousarray(tree.sample_lower), np.ascontiguousarray(tree.span())
     q0 = np.full(tree.n, 0.1)
-    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 1e-3, 1.0, 1e-12, 1e-12, 8, T, G)[:3]
+    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 1e-3, 1.0, 1e-12, 1e-12, 8, tp, gp)[:3]
     assert status == 3 and its < 500  # stalled
     for budget, starts in ((its, 1), (its + 1, 1)):  # ending with the search, and one iteration into the next
         out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 1e-3, 1.0,
-                                       1e-12, 1e-12, 8, low, span, T, G)
+                                       1e-12, 1e-12, 8, low, span, tp, gp)
         assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
         assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
         assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
@@ -655,7 +655,7 @@ def test_the_compiled_fitness_is_numpys_eq14_with_its_gradient():
         goals = [g for g in _every_goal(tree, rng) if not isinstance(g, Distance)]
         problem = Problem(tree, goals)
         k = compiled.kernel(problem)
-        T, G = k.tree_arrays(), k.goal_arrays()
+        T, G = k.arrays()  # (packed)
         chain = tree.chain_length(np.arange(len(tree.link_names)))
         Q = tree.random_configurations(rng, 4)
         f, g, met = compiled.fitness_gradients(Q, T, G, chain)
@@ -676,6 +676,7 @@ def _population(tree, goals, P, seed):
     problem = Problem(tree, goals)
     k = compiled.kernel(problem)
     T, G = k.tree_arrays(), k.goal_arrays()
+    tp, gp = k.arrays()
     chain = tree.chain_length(np.arange(len(tree.link_names)))
     n = tree.n
     X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
@@ -685,11 +686,11 @@ def _population(tree, goals, P, seed):
 
     def call(task, X_new, seed):
         return compiled.memetic(task, X, M, phi, best, best_phi, X_new, none, np.zeros(0, dtype=bool), seed, 2, low,
-                                span, T, G, chain)
+                                span, tp, gp, chain)
 
     call(compiled._START, none, seed)
     best[:], best_phi[0] = X[0], phi[0]
-    return X, M, phi, best, best_phi, call, (T, G, chain)
+    return X, M, phi, best, best_phi, call, (T, G, chain, k)
 
 
 def test_a_compiled_generation_keeps_elites_sorted_feasible_individuals():
@@ -698,13 +699,13 @@ def test_a_compiled_generation_keeps_elites_sorted_feasible_individuals():
     elite's exploited point that is fitter replaces it, with its momentum g <- U g + (x' - x)."""
     tree = _robot(*ROBOTS[0])
     goal = [Position(ROBOTS[0][2], [0.4, 0.3, 0.5]), LookAt("lbr_iiwa_link_5", [1.0, 0.0, 2.0])]
-    X, M, phi, best, best_phi, call, (T, G, chain) = _population(tree, goal, 40, 3)
+    X, M, phi, best, best_phi, call, (T, G, chain, k) = _population(tree, goal, 40, 3)
     E = 4
     for generation in range(5):
         elites, before = X[:E].copy(), best_phi[0]
         call(compiled._GENERATION, np.ascontiguousarray(X[:E]), 100 + generation)
         assert np.all(np.diff(phi) >= 0) and best_phi[0] <= before
-        assert np.allclose(np.sqrt(compiled.fitness_gradients(X, T, G, chain)[0]), phi, rtol=1e-12)
+        assert np.allclose(np.sqrt(compiled.fitness_gradients(X, *k.arrays(), chain)[0]), phi, rtol=1e-12)
         assert all(tree.is_feasible(x) for x in X)
         kept = [any(np.array_equal(x, e) for x in X) for e in elites]
         wiped = any(np.array_equal(x, best) for x in X) and sum(kept) <= 1  # eq. 24: the solution and new ones
@@ -728,7 +729,7 @@ def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
     tree = _robot(*ROBOTS[2])
     tip = ROBOTS[2][2]
     goal = [Pose(tip, tree.fk_batch(tree.random_configurations(1, 1))[0, tree.link(tip)])]
-    X, M, phi, best, best_phi, call, (T, G, chain) = _population(tree, goal, 30, 5)
+    X, M, phi, best, best_phi, call, (T, G, chain, k) = _population(tree, goal, 30, 5)
     ws = compiled._memetic_workspace(tree.n, T, G)
     E = 3
     before = X.copy()
@@ -738,7 +739,7 @@ def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
     new = [x for x in X if not any(np.array_equal(x, e) for e in before[:E])]
     assert len(new) == len(X) - E and not any(np.array_equal(x, y) for x in new for y in before)
     assert all(tree.is_feasible(x) for x in X) and np.all(np.diff(phi) >= 0)
-    assert np.allclose(np.sqrt(compiled.fitness_gradients(X, T, G, chain)[0]), phi, rtol=1e-12)
+    assert np.allclose(np.sqrt(compiled.fitness_gradients(X, *k.arrays(), chain)[0]), phi, rtol=1e-12)
     q = tree.random_configurations(2, 1)[0]
     X[:] = q
     M[:] = 0.0

@@ -63,9 +63,9 @@ def test_full_turn_joints_wrap_into_their_range_and_are_never_held():
         for link in tree.link_names:
             assert np.allclose(tree.fk(q)[link], tree.fk(p)[link], atol=1e-9)
     if compiled.available():
-        T = compiled._with_origins(tree)
+        T = compiled._with_origins(tree)  # (packed)
         Q = 20.0 * np.random.default_rng(3).normal(size=(200, tree.n))
-        assert np.abs(np.array([compiled.project(x, T) for x in Q]) - tree.project(Q)).max() < 1e-12
+        assert np.abs(np.array([compiled.project_packed(x, T) for x in Q]) - tree.project(Q)).max() < 1e-12
     assert not tree.held(tree.upper.copy(), np.ones(tree.n)).any()
     kuka = Tree.from_urdf(urdf("kuka_iiwa.urdf"), "lbr_iiwa_link_0", "lbr_iiwa_link_7")  # +-170 deg: clipped
     assert np.allclose(kuka.project(kuka.upper + 0.5), kuka.upper)
