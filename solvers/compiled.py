@@ -431,12 +431,15 @@ class Kernel:
             tree._compiled_no_references = (refs, idx)
         # one float array, field after field (_goals reads it): the scalars, offsets, position targets, look axes,
         # rotation targets; one array made, not 16 (a tracking frame builds a Kernel per solve)
-        flat = [x for field in zip(*scalars) for x in field]
-        for part in range(3):
-            for v in vectors:
-                flat += v[3 * part:3 * part + 3]
-        for R in rotations:
-            flat += R
+        if len(scalars) == 1:  # (the same layout, for one goal)
+            flat = [*scalars[0], *vectors[0], *rotations[0]]
+        else:
+            flat = [x for field in zip(*scalars) for x in field]
+            for part in range(3):
+                for v in vectors:
+                    flat += v[3 * part:3 * part + 3]
+            for R in rotations:
+                flat += R
         self._gp = (np.array(flat, dtype=float), refs, idx)
 
     def arrays(self):
@@ -512,11 +515,12 @@ def project_one(tree, q):
 
 def kernel(problem):
     """The Kernel of a problem when the compiled path covers it and is on, else None (numpy serves)."""
-    if not covers(problem.tree, problem.objectives):
-        return None
     k = problem.__dict__.get("_kernel")
-    if k is None:
-        k = problem._kernel = Kernel(problem)
+    if k is None or not _enabled:  # (a problem's kernel made, the path was on and covered it)
+        if not covers(problem.tree, problem.objectives):
+            return None
+        if k is None:
+            k = problem._kernel = Kernel(problem)
     return k
 
 
@@ -1706,11 +1710,11 @@ def _random_into(out, low, span, T):
 def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, damping_bias, damping_scale,
                     step_tol, residual_tol, backtracks, low, span, tp, gp):
     """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
-    with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls), until one meets every
-    goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit). in_a_row (1,) counts the
+    with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls),
+    until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit). in_a_row (1,) counts the
     partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from; the
     next search's start when the last one ended with them) or the last answer, the best q, its (met, E, errors
-    (G, 2)), new starts made, iterations, whether the iterations ran out, the last answer's stuck goals)."""
+    (G, 2)), new starts made, iterations, whether the iterations ran out)."""
     T, G = _tree(tp), _goals(gp)
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
@@ -1720,21 +1724,22 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
         q_end, status, its, met, E, errors, stuck = _lm(q, max_iterations - total, stall, damping_bias,
                                                         damping_scale, step_tol, residual_tol, backtracks, T, G)
         total += its
-        if (met and not best_met) or (met == best_met and E < best_E):
-            best_q, best_met, best_E, best_errors = q_end.copy(), met, E, errors
+        if (met and not best_met) or (met == best_met and E < best_E):  # (q_end: _lm's own array, not written
+            # again)
+            best_q, best_met, best_E, best_errors = q_end, met, E, errors
         if met:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False
         if status == 1:  # the search itself ran out: the next call goes on with it
-            return q_end, best_q, best_met, best_E, best_errors, used, total, True, stuck
+            return q_end, best_q, best_met, best_E, best_errors, used, total, True
         if 0 <= max_starts <= used:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False, stuck
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
         _random_into(draw, low, span, T)
         q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
-            return q, best_q, best_met, best_E, best_errors, used, total, True, stuck
+            return q, best_q, best_met, best_E, best_errors, used, total, True
 
 
 @njit(cache=True)
@@ -1845,7 +1850,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
-        q, found, met, E, errors, used, iterations, ran_out, stuck = _timed(
+        q, found, met, E, errors, used, iterations, ran_out = _timed(
             k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
             int(stall or 0), float(damping_bias), float(damping_scale), float(step_tol), float(residual_tol),
             int(backtracks), low, span, tp, gp)

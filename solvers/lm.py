@@ -3,6 +3,8 @@
 
 import numpy as np
 
+from . import compiled
+
 
 def bias(tree, damping_bias=None):
     """The damping bias w_N of eq. 15: ``damping_bias``, or by default 1e-3 l^2 for the tree's characteristic
@@ -25,8 +27,6 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
     may restart), also when the error of the objectives not yet met fell by less than 1 % over the last k iterations: a local minimum, better left
     for a new start.
     """
-    from . import compiled
-
     damping_bias = bias(problem.tree, damping_bias)
     k = compiled.kernel(problem)
     if k is not None:  # the same iteration, compiled
@@ -193,8 +193,6 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
     replaced by a new random start, ``max_restarts`` times at most (None: while the budget lasts); with none
     left, the best answer once every search has stopped.
     """
-    from . import compiled
-
     damping_bias = bias(problem.tree, damping_bias)
     k = compiled.kernel(problem)
     if k is not None:  # compiled, the starts one after another cost less than a batch

@@ -78,11 +78,12 @@ class Problem:
         # Fail early, with the objective named, on a link or joint the tree does not have: link names are looked
         # up (cheap: a frame of tracking builds a problem); other objectives are evaluated once at zero.
         state = None
+        known = tree.link_index
         for o in objectives:
-            links = [getattr(o, a) for a in ("link", "other_link") if isinstance(getattr(o, a, None), str)]
-            if links:
-                for name in links:
-                    if name not in tree.link_index:
+            link, other = getattr(o, "link", None), getattr(o, "other_link", None)
+            if isinstance(link, str) or isinstance(other, str):
+                for name in (link, other):
+                    if isinstance(name, str) and name not in known:
                         raise ValueError(f"{type(o).__name__}: no link named {name!r} in the tree")
                 continue
             try:

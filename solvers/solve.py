@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from . import compiled
 from .blas import single_thread_blas
 from .methods import METHODS, method as method_record, register_method  # noqa: F401 (the public names)
 from .objectives import Objective
@@ -21,22 +22,21 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     size (tracking: the answer stays near the previous frame's, where random seeds would jump).
     Unreachable goals give the best effort found and ``success=False``, never an exception.
     """
-    from . import compiled
-
     covered = compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives)
     if covered:  # compiled or loaded before the clock starts, once per process
         compiled.prepare("memetic" if method == "memetic" else "core")
     if method == "lm" and covered:
         # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve); the kernel projects
         # the seed (a call less)
-        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, False,
-                      **options)
-    with single_thread_blas():
         return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, True,
                       **options)
+    with single_thread_blas():
+        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, False,
+                      **options)
 
 
-def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, project, **options):
+def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, compiled_lm,
+           **options):
     record = method_record(method)
     record.check_options(options)
     problem = Problem(tree, objectives)
@@ -46,10 +46,12 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     q0 = np.zeros(tree.n) if seed_q is None else np.asarray(seed_q, dtype=float).reshape(-1)
     if q0.shape != (tree.n,):
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
-    if project:  # (else the compiled LM kernel does)
+    if not compiled_lm:  # (else the compiled LM kernel projects it)
         q0 = tree.project(q0)
     if tree.n == 0:  # nothing can move: the answer is the (empty) configuration, judged as it is
         return problem.result(q0, method, budget, "the tree has no movable joints")
+    if compiled_lm:  # (covered, known: the kernel made here, not asked for again)
+        problem._kernel = compiled.Kernel(problem)
     run = record.run
     if not record.local:  # global methods: no restarts
         out = run(problem, q0, budget, rng=rng, **options)
