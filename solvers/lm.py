@@ -16,16 +16,17 @@ def bias(tree, damping_bias=None):
 
 def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
         damping_scale=1.0, **_):
-    """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = E_k 1 + w_N 1 (eq. 11-15).
+    """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k 1 + w_N 1) (eq. 11-15).
 
     D = diag(1 - stiffness) scales each variable's step (Blender's IK weight). The step is solved within the
     limits it meets (constrained_step). A full step that the projection (or the nonlinearity) makes worse
     is replaced by the best shorter one (shorter_step), and the damping is multiplied by 1/t for the
-    fraction t that was usable, divided by 2 again after each full step; paper 001 needs neither without
-    limits, and then neither triggers. Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| |
-    < 1e-12, or every objective within tolerance, or the budget. With ``stall = k`` (set by ``solve`` when it
-    may restart), also when the error of the objectives not yet met fell by less than 1 % over the last k iterations: a local minimum, better left
-    for a new start.
+    fraction t that was usable. mu starts at 1 (paper 001's damping) and is halved after each full step, down to
+    compiled.DAMPING_FLOOR (Marquardt's rule: near a solution the model serves and less damping converges in fewer
+    iterations). Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| | < 1e-12, or every objective within
+    tolerance, or the budget. With ``stall = k`` (set by ``solve`` when it may restart), also when the error of
+    the objectives not yet met fell by less than 1 % over the last k iterations: a local minimum, better left for
+    a new start.
     """
     damping_bias = bias(problem.tree, damping_bias)
     k = compiled.kernel(problem)
@@ -39,7 +40,7 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
     history = [problem.unmet(state)]
-    mu = 1.0  # damping multiplier: grows when limits or nonlinearity cut the steps short, shrinks back after
+    mu = 1.0  # damping multiplier: grows when limits or nonlinearity cut the steps short, halves after full steps
     while True:
         stop = problem.stop(state, budget)
         if stop:
@@ -58,13 +59,13 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
                 return q, "converged (no step decreases the error: local minimum or limits)"
             # Only a fraction t of the step was usable: damp harder (by 1/t) so the next step is shaped for
             # the distance it can actually go, not just cut shorter. (A departure from paper 001, whose
-            # damping has no memory; without limits the full step is taken and mu stays 1.)
+            # damping has no memory, as is its halving after full steps.)
             # (the distance moved, at most t: a full-turn joint wrapped by the projection moves by about 2 pi)
             t = min(np.max(np.abs(found[0] - q)) / max(np.max(np.abs(dq)), 1e-300), found[4])
             mu = min(mu / max(t, 1e-3), 1e8)
             q_new, state_new, r_new, E_new = found[:4]
         else:
-            mu = max(mu / 2.0, 1.0)
+            mu = max(mu / 2.0, compiled.DAMPING_FLOOR)
         moved = np.max(np.abs(q_new - q), initial=0.0)
         change = abs(np.sqrt(2 * E_new) - np.sqrt(2 * E))
         q, state, r, E = q_new, state_new, r_new, E_new
