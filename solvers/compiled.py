@@ -1600,15 +1600,18 @@ def _lm(q, max_iterations, stall, damping_bias, damping_scale, step_tol, residua
                     inside_t = t
                     break
             best_E, best_t = np.inf, -1.0
+            halved = False  # (the halvings searched: lm.shorter_step's rule)
             for k in range(backtracks + 1):
-                t = 0.5 ** (k + 1) if k < backtracks else inside_t
-                if t <= 0.0:
+                t = inside_t if k == backtracks else -1.0 if halved else 0.5 ** (k + 1)
+                if t <= 0.0 or t == 1.0:  # (the full step, inside: known worse)
                     continue
                 _step_into(q, t, dq, T, trial)
                 evaluate(trial, T, G, ws, r_new, J_new, False, errors_new)
                 Et = 0.5 * np.dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
+                elif best_E <= E:
+                    halved = True
             if not best_E <= E:
                 return q, 2, it, met, E, errors, _stuck(trail, it, stall, errors, G)
             _step_into(q, best_t, dq, T, q_new)

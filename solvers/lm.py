@@ -80,9 +80,11 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
 
 def shorter_step(problem, q, dq, E, halvings=8):
     """The best of the shorter steps along dq, evaluated together (one batched FK): the halvings 1/2 ...
-    1/2^halvings, and the longest step that reaches the first limit without being clamped (a step clamped
-    by a limit can turn uphill; one that stops at the limit adds it to the limits the next step slides
-    along). (q, state, residual, E, its fraction t of dq) of the best if it lowers E, else None."""
+    1/2^halvings, searched from the longest until E rises again past one that lowers it (along a descent
+    direction E falls, then rises: the shorter ones are worse; compiled, they are not evaluated), and the
+    longest step that reaches the first limit without being clamped (a step clamped by a limit can turn uphill;
+    one that stops at the limit adds it to the limits the next step slides along). (q, state, residual, E, its
+    fraction t of dq) of the best if it lowers E, else None."""
     from .tree import BatchState
 
     tree = problem.tree
@@ -90,13 +92,21 @@ def shorter_step(problem, q, dq, E, halvings=8):
     trial = q + grid[:, None] * dq
     inside = np.max(np.abs(tree.project(trial) - trial), axis=1) <= 1e-12
     ts = 0.5 ** np.arange(1, halvings + 1)
-    if inside.any():
+    if inside.any() and not inside[0]:  # (the full step inside the bounds is the one known worse)
         ts = np.append(ts, grid[np.argmax(inside)])
     Q = tree.project(q + ts[:, None] * dq)
     st = BatchState(tree, Q)
     R = problem.residual(st)
     Es = 0.5 * np.sum(R * R, axis=-1)
-    k = int(np.argmin(Es))
+    searched = np.ones(len(ts), dtype=bool)
+    best = np.inf
+    for h in range(halvings):
+        if Es[h] < best:
+            best = Es[h]
+        elif best <= E:  # risen again: the shorter halvings are not candidates
+            searched[h:halvings] = False
+            break
+    k = int(np.argmin(np.where(searched, Es, np.inf)))
     if not Es[k] <= E:
         return None
     state = problem.state(Q[k])
