@@ -173,6 +173,32 @@ def test_a_first_frame_out_of_reach_keeps_the_answer_near_its_seed_unless_a_far_
     assert not far.success and abs(far.q[0] + 3.0) < 1e-6  # worth it with a weaker continuity
 
 
+def test_a_later_frame_out_of_reach_ranks_its_answers_with_continuity():
+    """A frame short of its goals ranks its polish against its first search's answer by the goals' cost and the
+    continuity's together, as that search ranked them: a polish a little closer on the goals but far from the
+    last frame's pose is not taken (a pop), unless the continuity is weak enough for the move to be worth it. The
+    polish is made to land far (at the other limit), as restarts near the answer can on a rig."""
+    tree = Tree([Joint("turn", "revolute", "base", "arm", axis=(0, 0, 1), lower=-3.0, upper=3.0),
+                 Joint("tip", "fixed", "arm", "tip", origin=transform(xyz=(1.0, 0.0, 0.0)))])
+    on = lambda a: [Position("tip", [np.cos(a), np.sin(a), 0.0])]  # noqa: E731
+    a = np.pi + 0.01  # in the gap, a little nearer the limit at -3 than the one at 3
+    kept = {}
+    for continuity in (1e-3, 1e-5):
+        tracker = Tracker(tree, "lm", 0.02, continuity=continuity, seed=1)
+        assert tracker.step(on(2.9), np.array([2.9])).success
+        plain = tracker._solve
+
+        def far_polish(objectives, seed_q, time_limit, rng, **kw):  # the polish: restarts near the answer
+            return plain(objectives, np.array([-2.99]) if kw.get("nearby") else seed_q, time_limit, rng, **kw)
+
+        tracker._solve = far_polish
+        res = tracker.step(on(a))
+        assert not res.success
+        kept[continuity] = res.q[0]
+    assert abs(kept[1e-3] - 3.0) < 1e-6  # 6 rad from the last frame for 2 cm: not worth it
+    assert abs(kept[1e-5] + 3.0) < 1e-6  # with a weaker continuity it is
+
+
 def test_restarts_near_the_answer_leave_alone_what_no_objective_sees():
     """Restarts near the best answer perturb only the variables the objectives move: a goal at a bone's head
     does not see the bone's own turn, and a perturbation of it would stay (a pop between two frames of a bake)."""
