@@ -325,3 +325,18 @@ def test_a_bakes_rotation_channels_are_blenders_for_every_frame_at_once(mode):
     assert np.all(np.einsum("fi,fi->f", ours[1:, 1:], ours[:-1, 1:]) >= 0) and ours[0, 1:] @ start[1:] >= 0
     assert np.abs(ours[:151] - expected[:151]).max() < 1e-2
     assert np.allclose(np.abs(ours[151, 1:]), (0.0, 1.0, 0.0))  # the identity's axis: Y, as Blender's
+
+
+def test_an_objects_world_matrix_is_inverted_as_numpy_does_and_a_singular_one_refused():
+    """The goals' targets go into the armature's space through the inverse of its world matrix, computed from the
+    3x3 part's cofactors (scalar arithmetic, float64): numpy's float64 inverse to rounding, for a turned, scaled
+    and moved matrix read from Blender (np.array of it is float32: inverted as that, it was 1e-8 off); a matrix
+    scaled to zero is a RigError, not a crash."""
+    from mathutils import Euler, Matrix, Vector
+
+    from fullbody_ik.rig.goals import _affine_inverse
+
+    M = Matrix.LocRotScale(Vector((1.5, -2.0, 0.3)), Euler((0.3, -1.1, 2.0)), Vector((2.5, 2.5, 2.5)))
+    assert np.abs(_affine_inverse(M) - np.linalg.inv(np.array(M, dtype=float))).max() < 1e-12
+    with pytest.raises(RigError, match="cannot be inverted"):
+        _affine_inverse(Matrix.LocRotScale(Vector((1, 2, 3)), Euler((0.3, 0, 0)), Vector((0, 1, 1))))
