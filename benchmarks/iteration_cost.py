@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Cost of the building blocks every solver iterates on (microseconds, median of repeats).
+"""Cost of the building blocks every solver iterates on (microseconds, median of repeats; the numpy path's), and
+of an LM iteration in a whole solve on either path (the compiled core loaded before the clock: a run's first
+solve used to count the cache's loading, 0.5-1 s, as kuka's iterations).
 
     python -m fullbody_ik.benchmarks.iteration_cost
 """
@@ -9,10 +11,10 @@ import time
 
 import numpy as np
 
-from fullbody_ik.solvers import Pose, Tree, solve
+from fullbody_ik.solvers import Pose, Tree, compiled, solve
 from fullbody_ik.solvers.problem import Problem
 
-from .common import URDF, table, write
+from .common import URDF, prepare_compiled, table, write
 
 CASES = [("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"), ("human", None, None)]
 
@@ -28,6 +30,7 @@ def timed(f, repeat=7, number=200):
 
 
 def main():
+    prepare_compiled()
     rows, out = [], {}
     for name, base, tip in CASES:
         tree = Tree.from_urdf(os.path.join(URDF, f"{name}.urdf"), base, tip)
@@ -43,13 +46,18 @@ def main():
             "jacobian (Pose)": timed(lambda: problem.jacobian(problem.state(q))),
             "project": timed(lambda: tree.project(q)),
         }
-        its, t0 = 0, time.perf_counter()
-        for k in range(30):
-            T = tree.fk(tree.random_configurations(rng, 1)[0])[tip]
-            res = solve(tree, [Pose(tip, T)], tree.random_configurations(rng, 1)[0], method="lm", max_iterations=50,
-                        restarts=False)
-            its += res.iterations
-        r["lm iteration (whole solve / iterations)"] = (time.perf_counter() - t0) / its * 1e6
+        cases = [(tree.fk(tree.random_configurations(rng, 1)[0])[tip], tree.random_configurations(rng, 1)[0])
+                 for _ in range(30)]
+        for core in ("numpy", "compiled"):  # (compiled: loaded before the clock, prepare_compiled)
+            compiled.set_enabled(core == "compiled")
+            try:
+                its, t0 = 0, time.perf_counter()
+                for T, q0 in cases:
+                    res = solve(tree, [Pose(tip, T)], q0, method="lm", max_iterations=50, restarts=False)
+                    its += res.iterations
+            finally:
+                compiled.set_enabled(True)
+            r[f"lm iteration, {core} (whole solve / iterations)"] = (time.perf_counter() - t0) / its * 1e6
         out[name] = r
         rows += [[f"{name} ({tree.n} DOF)", k, f"{v:.1f}"] for k, v in r.items()]
     print(table(rows, ["tree", "operation", "µs"]))
