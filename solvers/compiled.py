@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from itertools import chain
 from types import SimpleNamespace
 
 import numpy as np
@@ -382,8 +383,8 @@ class Kernel:
     def __init__(self, problem):
         tree = problem.tree
         self.tree = tree
-        scalars, vectors, rotations = [], [], []  # per goal: _GOAL_SCALARS; offset, position target, look axis;
-        # rotation target (9)
+        scalars, offsets, targets, looks, rotations = [], [], [], [], []  # per goal: _GOAL_SCALARS; offset,
+        # position target, look axis (3 each); rotation target (9)
         checks = []  # per goal, what result and key judge: (needs its error, tolerance, its angle, tolerance,
         # the error reported is the angle, a Pose's two errors)
         references, indices = [], []
@@ -392,35 +393,39 @@ class Kernel:
         for o in problem.objectives:
             t = type(o)
             w = math.sqrt(o.weight)
+            offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
             if t is Displacement:
                 idx = o._indices(SimpleNamespace(tree=tree))
                 s = (_DISPLACEMENT, 0, len(references), len(idx), False, False, False, w, float(o.tolerance), inf)
                 references.append(o.reference)
                 indices.append(idx)
-                vectors.append(_ZERO3 * 3)
             elif t is Distance:  # its other link in slot (-1: a fixed point), other point in the position target,
                 # least distance in the look axis' first entry
                 s = (_DISTANCE, link(o.link), -1 if o.other_link is None else link(o.other_link), 1, False, False,
                      False, w, float(o.tolerance), inf)
-                vectors.append(o.point.tolist() + o.other_point.tolist() + [o.min_distance, 0.0, 0.0])
+                offset, target, look = o.point.tolist(), o.other_point.tolist(), [o.min_distance, 0.0, 0.0]
             elif t is JointValue:
                 s = (_JOINT_VALUE, 0, tree.var(o.joint), 1, False, False, False, w, float(o.tolerance), inf)
-                vectors.append(_ZERO3 + [o.value, 0.0, 0.0] + _ZERO3)
+                target = [o.value, 0.0, 0.0]
             else:
                 position = o.position if t is Pose else o if t is Position else None
                 orientation = o.orientation if t is Pose else o if t is Orientation else None
-                look = t is LookAt  # its target in the position target, its tolerance (an angle) in tol_R
-                rows = 3 * ((position is not None) + (orientation is not None) + look)
-                s = (_CARTESIAN, link(o.link), 0, rows, position is not None, orientation is not None, look, w,
+                looking = t is LookAt  # its target in the position target, its tolerance (an angle) in tol_R
+                rows = 3 * ((position is not None) + (orientation is not None) + looking)
+                s = (_CARTESIAN, link(o.link), 0, rows, position is not None, orientation is not None, looking, w,
                      inf if position is None else float(position.tolerance),
-                     float(o.tolerance) if look else inf if orientation is None else float(orientation.tolerance))
-                vectors.append(position.offset.tolist() + position.target.tolist() + _ZERO3 if position is not None
-                               else _ZERO3 + o.target.tolist() + o.axis.tolist() if look else _ZERO3 * 3)
+                     float(o.tolerance) if looking else inf if orientation is None else float(orientation.tolerance))
+                if position is not None:
+                    offset, target = position.offset.tolist(), position.target.tolist()
+                if looking:
+                    target, look = o.target.tolist(), o.axis.tolist()
                 if orientation is not None:
-                    rotations.append(orientation.target.ravel().tolist())
-            if len(rotations) < len(vectors):
-                rotations.append(_ZERO9)
+                    R = orientation.target.ravel().tolist()
             scalars.append(s)
+            offsets.append(offset)
+            targets.append(target)
+            looks.append(look)
+            rotations.append(R)
             checks.append((s[4] or s[0] != _CARTESIAN, s[8], s[5] or s[6], s[9], t is Orientation or t is LookAt,
                            t is Pose))
         self._checks = checks
@@ -436,15 +441,10 @@ class Kernel:
             tree._compiled_no_references = (refs, idx)
         # one float array, field after field (_goals reads it): the scalars, offsets, position targets, look axes,
         # rotation targets; one array made, not 16 (a tracking frame builds a Kernel per solve)
-        if len(scalars) == 1:  # (the same layout, for one goal)
-            flat = [*scalars[0], *vectors[0], *rotations[0]]
+        if len(scalars) == 1:  # (one goal, a Table I solve: the same list, 1 us sooner)
+            flat = [*scalars[0], *offsets[0], *targets[0], *looks[0], *rotations[0]]
         else:
-            flat = [x for field in zip(*scalars) for x in field]
-            for part in range(3):
-                for v in vectors:
-                    flat += v[3 * part:3 * part + 3]
-            for R in rotations:
-                flat += R
+            flat = list(chain(*zip(*scalars), *offsets, *targets, *looks, *rotations))
         self._gp = (np.array(flat, dtype=float), refs, idx)
 
     def arrays(self):
@@ -1720,8 +1720,8 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
                     step_tol, residual_tol, backtracks, low, span, tp, gp):
     """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
     with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls),
-    until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit). in_a_row (1,) counts the
-    partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from; the
+    until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit).
+    in_a_row (1,) counts the partial restarts in a row, across calls. Returns (the search's q when the iterations ran out (to go on from; the
     next search's start when the last one ended with them) or the last answer, the best q, its (met, E, errors
     (G, 2)), new starts made, iterations, whether the iterations ran out)."""
     T, G = _tree(tp), _goals(gp)
@@ -1805,9 +1805,8 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
     while True:
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
-            if met is None:  # (nothing ran: the seed, projected)
-                q = project_packed(q, tp)
-                met = problem.satisfied(problem.state(q))
+            if met is None:
+                return _seed_answer(k, q, tp)
             return q, MESSAGES[0] if met else MESSAGES[1]
         q, status, iterations, met, E, errors, _ = _timed(k, lm_kernel, q, left, int(stall or 0),
                                                           float(damping_bias), float(damping_scale), float(step_tol),
@@ -1816,6 +1815,12 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
         budget.iterations += iterations
         if status != 1:
             return q, MESSAGES[status]
+
+
+def _seed_answer(k, q, tp):
+    """(q, message) when no kernel ran (the budget ended first): the seed, projected, judged by the kernel."""
+    q = project_packed(q, tp)
+    return q, MESSAGES[1] if k.key(q)[0] else MESSAGES[0]
 
 
 def kernel_seed(rng):
@@ -1872,10 +1877,8 @@ def run_restarts(k, problem, q, budget, rng=None, stall=5, damping_bias=1e-3, st
             k.remember(found, errors, E)
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
-    if best_key[1] == np.inf:  # nothing ran: judge the seed, projected
-        q = project_packed(q, tp)
-        st = problem.state(q)
-        return q, MESSAGES[0] if problem.satisfied(st) else MESSAGES[1]
+    if best_key[1] == np.inf:
+        return _seed_answer(k, q, tp)
     message = MESSAGES[0] if not best_key[0] else MESSAGES[1] if budget.exhausted() else MESSAGES[3]
     if count:
         message += f" (best of {count + 1} starts)"

@@ -98,15 +98,14 @@ def shorter_step(problem, q, dq, E, halvings=8):
     st = BatchState(tree, Q)
     R = problem.residual(st)
     Es = 0.5 * np.sum(R * R, axis=-1)
-    searched = np.ones(len(ts), dtype=bool)
     best = np.inf
     for h in range(halvings):
         if Es[h] < best:
             best = Es[h]
         elif best <= E:  # risen again: the shorter halvings are not candidates
-            searched[h:halvings] = False
+            Es[h:halvings] = np.inf
             break
-    k = int(np.argmin(np.where(searched, Es, np.inf)))
+    k = int(np.argmin(Es))
     if not Es[k] <= E:
         return None
     state = problem.state(Q[k])
