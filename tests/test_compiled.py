@@ -655,17 +655,17 @@ def test_the_compiled_fitness_is_numpys_eq14_with_its_gradient():
         goals = [g for g in _every_goal(tree, rng) if not isinstance(g, Distance)]
         problem = Problem(tree, goals)
         k = compiled.kernel(problem)
-        T, G = k.arrays()  # (packed)
+        tp, gp = k.arrays()
         chain = tree.chain_length(np.arange(len(tree.link_names)))
         Q = tree.random_configurations(rng, 4)
-        f, g, met = compiled.fitness_gradients(Q, T, G, chain)
+        f, g, met = compiled.fitness_gradients(Q, tp, gp, chain)
         assert np.allclose(f, memetic.Fitness(problem).batch(Q) ** 2, rtol=1e-9, atol=1e-14)
         for p, q in enumerate(Q):
             eps, fd = 1e-6, np.zeros(tree.n)
             for v in range(tree.n):
                 e = np.eye(tree.n)[v] * eps
-                fd[v] = (compiled.fitness_gradients((q + e)[None], T, G, chain)[0][0]
-                         - compiled.fitness_gradients((q - e)[None], T, G, chain)[0][0]) / (2 * eps)
+                fd[v] = (compiled.fitness_gradients((q + e)[None], tp, gp, chain)[0][0]
+                         - compiled.fitness_gradients((q - e)[None], tp, gp, chain)[0][0]) / (2 * eps)
             assert np.allclose(g[p], fd, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(fd).max()))
             assert met[p] == problem.satisfied(problem.state(q))
     phi = np.sort(np.random.default_rng(0).random(9))
