@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import lm, memetic, ncg, nullspace, projected_gradient
 
 _LM = {"damping_bias": None, "step_tol": 1e-12, "residual_tol": 1e-12, "backtracks": 8, "stall": None,
-       "damping_scale": 1.0, "starts": None}
+       "damping_scale": 1.0, "starts": None, "stall_ratio": None}
 _NULLSPACE = {"damping_bias": 1e-3, "step_tol": 1e-12, "cost_tol": 1e-14, "backtracks": 8, "stall": None}
 _PG = {"alpha": 1e-4, "beta": 0.5, "growth": 4.0, "grad_tol": 1e-14}
 _NCG = {"alpha": 1e-4, "beta": 0.5, "grad_tol": 1e-14, "restart_every": None}
@@ -31,7 +31,7 @@ class Method:
     options: dict = field(default_factory=dict)  # accepted options -> default
     paper: str = ""
     multistart: object = None  # run several searches at once when restarts are allowed (LM)
-    stall_restarts: bool = False  # with restarts, give up a stalled search early (stall=5)
+    stall_restarts: bool = False  # with restarts one by one (solve's loop), give up a stalled search early (stall=5)
 
     def check_options(self, options):
         """ValueError naming any option this method does not take (a misspelt option is not ignored)."""

@@ -38,12 +38,14 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
 def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, compiled_lm,
            **options):
     record = method_record(method)
-    record.check_options(options)
+    if options:
+        record.check_options(options)
     problem = Problem(tree, objectives)
     budget = Budget(time_limit, max_iterations)
     # rng: a Generator, a seed or None, handed on as it is; drawn from (made a Generator) only when a restart
     # needs it (making one from the OS's entropy costs more than a compiled solve).
-    q0 = np.zeros(tree.n) if seed_q is None else np.asarray(seed_q, dtype=float).reshape(-1)
+    q0 = np.zeros(tree.n) if seed_q is None else seed_q if type(seed_q) is np.ndarray and seed_q.ndim == 1 and \
+        seed_q.dtype == np.float64 else np.asarray(seed_q, dtype=float).reshape(-1)
     if q0.shape != (tree.n,):
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
     if not compiled_lm:  # (else the compiled LM kernel projects it)
