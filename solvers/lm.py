@@ -15,14 +15,15 @@ def bias(tree, damping_bias=None):
 
 
 def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
-        damping_scale=1.0, stall_ratio=None, **_):
+        damping_scale=1.0, stall_ratio=None, damping_start=None, **_):
     """Iterate q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k 1 + w_N 1) (eq. 11-15).
 
     D = diag(1 - stiffness) scales each variable's step (Blender's IK weight). The step is solved within the
     limits it meets (constrained_step). A full step that the projection (or the nonlinearity) makes worse
     is replaced by the best shorter one (shorter_step), and the damping is multiplied by 1/t for the
-    fraction t that was usable. mu starts at 1 (paper 001's damping) and is halved after each full step, down to
-    compiled.DAMPING_FLOOR (Marquardt's rule: near a solution the model serves and less damping converges in fewer
+    fraction t that was usable. mu starts at ``damping_start`` (default compiled.DAMPING_START, 0.1: a tenth of
+    paper 001's damping) and is
+    halved after each full step, down to compiled.DAMPING_FLOOR (Marquardt's rule: near a solution the model serves and less damping converges in fewer
     iterations). Stops as in §IV: all |dq| < 1e-12, or | |e_k| - |e_k-1| | < 1e-12, or every objective within
     tolerance, or the budget. With ``stall = k`` (set by ``solve`` when it may restart), also when the error of
     the objectives not yet met fell by less than the fraction 1 - ``stall_ratio`` (default 1 %) over the last k
@@ -30,10 +31,11 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
     """
     damping_bias = bias(problem.tree, damping_bias)
     stall_ratio = compiled.STALL_RATIO if stall_ratio is None else float(stall_ratio)
+    damping_start = compiled.DAMPING_START if damping_start is None else float(damping_start)
     k = compiled.kernel(problem)
     if k is not None:  # the same iteration, compiled
         return compiled.run(k, problem, q, budget, damping_bias, step_tol, residual_tol, backtracks, stall,
-                            damping_scale, stall_ratio)
+                            damping_scale, stall_ratio, damping_start)
     tree = problem.tree
     D = tree.weights
     state = problem.state(q)
@@ -41,7 +43,7 @@ def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-1
     E = 0.5 * float(r @ r)
     eye = np.eye(tree.n)
     history = [problem.unmet(state)]
-    mu = 1.0  # damping multiplier: grows when limits or nonlinearity cut the steps short, halves after full steps
+    mu = damping_start  # damping multiplier: grows when limits or nonlinearity cut the steps short, halves after full steps
     while True:
         stop = problem.stop(state, budget)
         if stop:
@@ -197,7 +199,7 @@ def default_starts(n):
 
 
 def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None, backtracks=4, stall=None,
-                   damping_scale=1.0, max_restarts=None, stall_ratio=None, **_):
+                   damping_scale=1.0, max_restarts=None, stall_ratio=None, damping_start=None, **_):
     """Several LM searches at once (:class:`BatchLM`): the seed and ``starts - 1`` random feasible
     configurations (default: default_starts(n)). The first search that meets every objective wins; a search
     that stalls (its unmet error fell by less than the fraction 1 - ``stall_ratio`` over ``stall`` iterations:
@@ -211,7 +213,8 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
     if k is not None:  # compiled, the starts one after another cost less than a batch
         return compiled.run_restarts(k, problem, q, budget, rng=rng, stall=stall or compiled.RESTART_STALL,
                                      damping_bias=damping_bias, backtracks=backtracks, damping_scale=damping_scale,
-                                     max_restarts=max_restarts, stall_ratio=stall_ratio or compiled.RESTART_STALL_RATIO)
+                                     max_restarts=max_restarts, stall_ratio=stall_ratio or compiled.RESTART_STALL_RATIO,
+                                     damping_start=compiled.DAMPING_START if damping_start is None else damping_start)
     # (the batch: a stalled search replaced costs an evaluation of every search; giving up sooner, 20 % over 2,
     # measured 8 % slower in median on Table I's arms, the same iterations)
     stall, stall_ratio = stall or 5, stall_ratio or compiled.STALL_RATIO

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import lm, memetic, ncg, nullspace, projected_gradient
 
 _LM = {"damping_bias": None, "step_tol": 1e-12, "residual_tol": 1e-12, "backtracks": 8, "stall": None,
-       "damping_scale": 1.0, "starts": None, "stall_ratio": None}
+       "damping_scale": 1.0, "starts": None, "stall_ratio": None, "damping_start": None}
 _NULLSPACE = {"damping_bias": 1e-3, "step_tol": 1e-12, "cost_tol": 1e-14, "backtracks": 8, "stall": None}
 _PG = {"alpha": 1e-4, "beta": 0.5, "growth": 4.0, "grad_tol": 1e-14}
 _NCG = {"alpha": 1e-4, "beta": 0.5, "grad_tol": 1e-14, "restart_every": None}

@@ -119,16 +119,19 @@ def test_bones_and_free_roots_match_numpy():
 def test_bones_lm_takes_the_numpy_steps():
     """The same iterations as lm.run on bone trees: after 1, 3 and 10 iterations the same configuration (1e-9):
     the held bounds, the swings sliding along their limit ellipse, the shorter steps and the stopping rules (the
-    stall rule too), with a Distance hinge among the goals."""
+    stall rule too), with a Distance hinge among the goals; the damping from its default start and from paper
+    001's (damping_start=1), which takes other steps."""
     rng, trees = _bone_trees(2, 25)
-    slid = 0
+    slid, other = 0, 0
     for tree in trees:
         qt, q0 = tree.random_configurations(rng, 2)
         tip, mid = tree.link_names[-1], tree.link_names[len(tree.link_names) // 2]
         goals = [Pose(tip, tree.fk(qt)[tip]), Position(mid, tree.fk(qt)[mid][:3, 3]), Displacement(q0, weight=1e-4),
                  Distance(tip, 0.5, other_point=tree.fk(qt)[mid][:3, 3])]
-        for its, stall, ratio in ((1, None, None), (3, None, None), (10, None, None), (10, 3, None), (10, 2, 0.8)):
+        for its, stall, ratio, start in ((1, None, None, None), (3, None, None, None), (10, None, None, None),
+                                         (10, 3, None, None), (10, 2, 0.8, None), (3, None, None, 1.0)):
             rule = {} if ratio is None else {"stall_ratio": ratio}  # (the restarts' rule: 20 % over two)
+            rule |= {} if start is None else {"damping_start": start}
             fast = solve(tree, goals, q0, "lm", max_iterations=its, restarts=False, stall=stall, **rule)
             compiled.set_enabled(False)
             try:
@@ -137,8 +140,10 @@ def test_bones_lm_takes_the_numpy_steps():
                 compiled.set_enabled(True)
             assert np.abs(fast.q - ref.q).max() < 1e-9 and fast.message == ref.message
             assert fast.iterations == ref.iterations and fast.success == ref.success
+        other += np.abs(fast.q - solve(tree, goals, q0, "lm", max_iterations=3, restarts=False).q).max() > 1e-6
         slid += bool(tree.swing_limits(fast.q[None]))
     assert slid  # some searches ended on a swing limit
+    assert other > len(trees) // 2  # the damping's start is not ignored
 
 
 def test_the_dual_step_is_the_normal_equations_step():
@@ -456,11 +461,11 @@ def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     tp, gp = k.arrays()
     low, span = np.ascontiguousarray(tree.sample_lower), np.ascontiguousarray(tree.span())
     q0 = np.full(tree.n, 0.1)
-    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 0.99, 1e-3, 1.0, 1e-12, 1e-12, 8, tp, gp)[:3]
+    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8, tp, gp)[:3]
     assert status == 3 and its < 500  # stalled
     for budget, starts in ((its, 1), (its + 1, 1)):  # ending with the search, and one iteration into the next
         out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 0.99, 1e-3,
-                                       1.0, 1e-12, 1e-12, 8, low, span, tp, gp)
+                                       1.0, 1.0, 1e-12, 1e-12, 8, low, span, tp, gp)
         assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
         assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
         assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
