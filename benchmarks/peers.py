@@ -2,14 +2,17 @@
 """The peers on Table I's targets and seeds: roboticstoolbox-python's C++ ik_LM (Sugihara and Chan damping)
 and ik_NR with restarts, and ikpy. They need numpy 2, so this runs in .venv-peers (`make bench-peers`);
 our solver core (numpy/scipy only) is imported there too, to judge every answer with the same FK and the same
-criterion (1e-4 m, 1e-3 rad, inside the limits).
+criterion (1e-4 m, 1e-3 rad, inside the limits). Alone it runs every target and writes table1_peers.json; with
+``--serve`` it runs chunks of targets on request, taking turns with our methods in table1's process (the
+machine's speed drifts within minutes: only turns in one window give ratios that mean something).
 
-    .venv-peers/bin/python -m fullbody_ik.benchmarks.peers
+    .venv-peers/bin/python -m fullbody_ik.benchmarks.peers [--serve]
 """
 
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 import warnings
@@ -49,69 +52,108 @@ def judge(tree, tip, T, q):
     return bool(Pose(tip, T).satisfied(tree.state(q)))
 
 
-def main():
-    warnings.filterwarnings("ignore")
+def arm_peers(name, base, tip, tree, seed_q):
+    """{peer: function(T, q0) -> q} for one arm, each checked to reproduce our FK at ``seed_q`` (ikpy is left out,
+    with a message, where its URDF reading differs)."""
     import ikpy.chain
     import roboticstoolbox as rtb
 
+    path = meshless_urdf(name)
+    robot = rtb.Robot.URDF(path)
+    own = robot.link_dict[base].ets if robot.link_dict[base].parent is not None else []
+    ets = rtb.ETS([fresh(et, rtb) for et in list(robot.ets(start=base, end=tip))[len(own):]])
+    route = []  # base link, joint, link, ..., tip: the exact chain, not ikpy's first-child walk
+    i = tree.link(tip)
+    while tree.link_names[i] != base:
+        route = [tree.link_joint[i].name, tree.link_names[i]] + route
+        i = tree.parent[i]
+    walked = ikpy.chain.Chain.from_urdf_file(path, base_elements=[base] + route[:-1], last_link_vector=None)
+    names = [link.name for link in walked.links]
+    links = walked.links[: names.index(route[-2]) + 1]  # ikpy walks on past the tip: cut there
+    active = np.array([link.joint_type != "fixed" for link in links])
+    chain = ikpy.chain.Chain(links, active_links_mask=active)
+    # The same kinematics on both sides, or the comparison means nothing.
+    q = seed_q
+    assert ets.n == tree.n, (name, ets.n, tree.n)
+    assert np.allclose(ets.fkine(q).A, tree.fk(q)[tip], atol=1e-6), f"{name}: rtb FK differs"
+    full = np.zeros(len(chain.links))
+    full[active] = q
+    ik_fk = chain.forward_kinematics(full)
+    ikpy_ok = np.allclose(ik_fk, tree.fk(q)[tip], atol=1e-6)
+    peers = {
+        "rtb ik_LM sugihara": lambda T, q0: ets.ik_LM(T, q0=q0, ilimit=30, slimit=100, tol=1e-12,
+                                                      joint_limits=True, method="sugihara", k=1e-4).q,
+        "rtb ik_LM chan": lambda T, q0: ets.ik_LM(T, q0=q0, ilimit=30, slimit=100, tol=1e-12,
+                                                  joint_limits=True, method="chan").q,
+        "rtb ik_NR": lambda T, q0: ets.ik_NR(T, q0=q0, ilimit=30, slimit=100, tol=1e-12, joint_limits=True,
+                                             pinv=True).q,
+    }
+    if ikpy_ok:
+        def ikpy_solve(T, q0):
+            init = np.zeros(len(chain.links))
+            init[active] = q0
+            return chain.inverse_kinematics_frame(T, initial_position=init, orientation_mode="all")[active]
+
+        peers["ikpy"] = ikpy_solve
+    else:
+        print(f"{name}: ikpy's chain does not reproduce the FK (its URDF reading differs); ikpy left out")
+    return peers
+
+
+def run_peer(fn, tree, tip, targets, seeds):
+    """(success flags, seconds per solve) of one peer on these targets, each answer judged by our criterion."""
+    ok, secs = np.zeros(len(targets), bool), np.zeros(len(targets))
+    for i, (T, q0) in enumerate(zip(targets, seeds)):
+        t0 = time.perf_counter()
+        try:
+            q = fn(T, q0)
+        except Exception:  # a peer's failure is a miss, not a crash of the benchmark
+            q = None
+        secs[i] = time.perf_counter() - t0
+        ok[i] = q is not None and judge(tree, tip, T, q)
+    return ok, secs
+
+
+def setup():
+    """{arm: (tree, tip, targets, seeds, {peer: function})} on the stored problem set."""
+    warnings.filterwarnings("ignore")
     data = np.load(PROBLEMS)
-    results, count = {}, None
+    arms = {}
     for name, base, tip in ARMS:
         tree = load(name, base, tip)
         targets, seeds = data[f"{name}/targets"], data[f"{name}/seeds"]
-        count = len(targets)
-        path = meshless_urdf(name)
-        robot = rtb.Robot.URDF(path)
-        own = robot.link_dict[base].ets if robot.link_dict[base].parent is not None else []
-        ets = rtb.ETS([fresh(et, rtb) for et in list(robot.ets(start=base, end=tip))[len(own):]])
-        route = []  # base link, joint, link, ..., tip: the exact chain, not ikpy's first-child walk
-        i = tree.link(tip)
-        while tree.link_names[i] != base:
-            route = [tree.link_joint[i].name, tree.link_names[i]] + route
-            i = tree.parent[i]
-        walked = ikpy.chain.Chain.from_urdf_file(path, base_elements=[base] + route[:-1], last_link_vector=None)
-        names = [l.name for l in walked.links]
-        links = walked.links[: names.index(route[-2]) + 1]  # ikpy walks on past the tip: cut there
-        active = np.array([l.joint_type != "fixed" for l in links])
-        chain = ikpy.chain.Chain(links, active_links_mask=active)
-        # The same kinematics on both sides, or the comparison means nothing.
-        q = seeds[0]
-        assert ets.n == tree.n, (name, ets.n, tree.n)
-        assert np.allclose(ets.fkine(q).A, tree.fk(q)[tip], atol=1e-6), f"{name}: rtb FK differs"
-        full = np.zeros(len(chain.links))
-        full[active] = q
-        ik_fk = chain.forward_kinematics(full)
-        ikpy_ok = np.allclose(ik_fk, tree.fk(q)[tip], atol=1e-6)
-        peers = {
-            "rtb ik_LM sugihara": lambda T, q0: ets.ik_LM(T, q0=q0, ilimit=30, slimit=100, tol=1e-12,
-                                                          joint_limits=True, method="sugihara", k=1e-4).q,
-            "rtb ik_LM chan": lambda T, q0: ets.ik_LM(T, q0=q0, ilimit=30, slimit=100, tol=1e-12,
-                                                      joint_limits=True, method="chan").q,
-            "rtb ik_NR": lambda T, q0: ets.ik_NR(T, q0=q0, ilimit=30, slimit=100, tol=1e-12, joint_limits=True,
-                                                 pinv=True).q,
-        }
-        if ikpy_ok:
-            def ikpy_solve(T, q0):
-                init = np.zeros(len(chain.links))
-                init[active] = q0
-                return chain.inverse_kinematics_frame(T, initial_position=init, orientation_mode="all")[active]
+        arms[name] = (tree, tip, targets, seeds, arm_peers(name, base, tip, tree, seeds[0]))
+    return arms
 
-            peers["ikpy"] = ikpy_solve
-        else:
-            print(f"{name}: ikpy's chain does not reproduce the FK (its URDF reading differs); ikpy left out")
+
+def serve():
+    """Run chunks on request, for table1's interleaved run: a line of JSON {"arm", "start", "stop"} on stdin ->
+    a line {peer: [[ok, seconds], ...]} on stdout (every peer on targets[start:stop]); first a line of the peers'
+    names per arm and the machine, once set up. Ends at the end of stdin."""
+    reply, sys.stdout = sys.stdout, sys.stderr  # (what the peers may print goes to stderr, not into the replies)
+    arms = setup()
+    print(json.dumps({"peers": {a: list(v[4]) for a, v in arms.items()}, "machine": machine()}), file=reply,
+          flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        tree, tip, targets, seeds, peers = arms[ask["arm"]]
+        window = slice(ask["start"], ask["stop"])
+        out = {}
+        for peer, fn in peers.items():
+            ok, secs = run_peer(fn, tree, tip, targets[window], seeds[window])
+            out[peer] = [[bool(o), float(t)] for o, t in zip(ok, secs)]
+        print(json.dumps(out), file=reply, flush=True)
+
+
+def main():
+    if "--serve" in sys.argv[1:]:
+        return serve()
+    results, count = {}, None
+    for name, (tree, tip, targets, seeds, peers) in setup().items():
+        count = len(targets)
         results[name] = {}
         for peer, fn in peers.items():
-            ok, secs = np.zeros(count, bool), np.zeros(count)
-            for i, (T, q0) in enumerate(zip(targets, seeds)):
-                t0 = time.perf_counter()
-                try:
-                    q = fn(T, q0)
-                except Exception:  # a peer's failure is a miss, not a crash of the benchmark
-                    q = None
-                secs[i] = time.perf_counter() - t0
-                ok[i] = q is not None and judge(tree, tip, T, q)
-            results[name][peer] = summarize(ok, secs)
-            s = results[name][peer]
+            s = results[name][peer] = summarize(*run_peer(fn, tree, tip, targets, seeds))
             print(f"{name:20s} {peer:20s} {100 * s['success_rate']:5.1f} % within 10 ms, "
                   f"median {s['median_ms']:.3f} ms", flush=True)
     with open(PEERS, "w") as fh:

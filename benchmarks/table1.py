@@ -11,13 +11,14 @@ median time to theirs.
 import argparse
 import json
 import os
+import subprocess
 
 import numpy as np
 
 from fullbody_ik.solvers import Pose, Tree
 
 from .budgets import plot_curves, run_method, summarize
-from .common import RESULTS, URDF, prepare_compiled, table, write
+from .common import RESULTS, ROOT, URDF, prepare_compiled, table, write
 
 ARMS = [
     ("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"),
@@ -30,6 +31,7 @@ ARMS = [
 METHODS = ["memetic", "memetic+lm", "lm", "lm-numpy", "nullspace", "projected_gradient", "ncg"]
 PROBLEMS = os.path.join(RESULTS, "table1_problems.npz")
 PEERS = os.path.join(RESULTS, "table1_peers.json")
+PEERS_PYTHON = os.path.join(ROOT, ".venv-peers", "bin", "python")
 
 
 def load(name, base, tip):
@@ -48,6 +50,56 @@ def solve_batch(tree, tip, targets, seeds, method, budget):
     return run_method(tree, [([Pose(tip, T)], q0) for T, q0 in zip(targets, seeds)], method, budget)
 
 
+class PeerProcess:
+    """The peers (`peers.py --serve`) in .venv-peers's Python, solving chunks of the stored targets on request, so
+    that they and our methods take turns in one window of time."""
+
+    def __init__(self):
+        self.process = subprocess.Popen([PEERS_PYTHON, "-m", "fullbody_ik.benchmarks.peers", "--serve"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        header = self.process.stdout.readline()
+        if not header:
+            raise RuntimeError(f"the peers' process ({PEERS_PYTHON}) ended before it was ready: see its output above")
+        header = json.loads(header)
+        self.names, self.machine = header["peers"], header["machine"]
+
+    def run(self, arm, start, stop):
+        """{peer: (success flags, seconds)} of every peer of ``arm`` on targets[start:stop]."""
+        self.process.stdin.write(json.dumps({"arm": arm, "start": start, "stop": stop}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the peers' process ended in the middle of the run: see its output above")
+        return {peer: (np.array([o for o, _ in r], bool), np.array([t for _, t in r])) for peer, r in
+                json.loads(line).items()}
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def interleaved(tree, tip, targets, seeds, name, methods, budget, peers, chunk):
+    """Our methods and the peers on the same targets, taking turns chunk by chunk (who goes first alternates):
+    {label: (success flags, seconds)}, the peers' labels as peers.py names them."""
+    runs = {}
+    for k, start in enumerate(range(0, len(targets), chunk)):
+        stop = min(start + chunk, len(targets))
+
+        def ours():
+            for m in methods:
+                runs.setdefault(m, []).append(solve_batch(tree, tip, targets[start:stop], seeds[start:stop], m,
+                                                          budget))
+
+        def theirs():
+            for peer, r in peers.run(name, start, stop).items():
+                runs.setdefault(peer, []).append(r)
+
+        for turn in ((ours, theirs) if k % 2 == 0 else (theirs, ours)):
+            turn()
+    return {label: (np.concatenate([r[0] for r in rs]), np.concatenate([r[1] for r in rs]))
+            for label, rs in runs.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--targets", type=int, default=1000)
@@ -57,6 +109,11 @@ def main():
     ap.add_argument("--prepare-only", action="store_true", help="write the problem set for the peers and stop")
     ap.add_argument("--merge", action="store_true", help="keep the stored results of the methods not run now "
                     "(their rows are from the earlier run, on the same targets)")
+    ap.add_argument("--chunk", type=int, default=100, help="targets per turn: with .venv-peers (make bench-peers) "
+                    "the peers run in its Python beside this process, and they and our methods take turns on chunks "
+                    "of this many targets")
+    ap.add_argument("--stored-peers", action="store_true", help="do not run the peers: compare with their stored "
+                    "results (an earlier run: the ratios then compare two moments of the machine)")
     args = ap.parse_args()
     prepare_compiled()
     methods = args.methods.split(",")
@@ -70,10 +127,18 @@ def main():
     if args.prepare_only:
         print(f"wrote {PROBLEMS}")
         return
-    peers = json.load(open(PEERS)) if os.path.exists(PEERS) else None
-    if peers and peers.get("targets") != args.targets:
-        print(f"(peer results are for {peers.get('targets')} targets, not {args.targets}: left out)")
-        peers = None
+    process = None
+    if not args.stored_peers and os.path.exists(PEERS_PYTHON):
+        process = PeerProcess()
+        peers = {"targets": args.targets, "machine": process.machine, "results": {}, "interleaved": args.chunk}
+    else:
+        if not args.stored_peers:
+            print(f"(no {os.path.relpath(PEERS_PYTHON, ROOT)}: make bench-peers runs the peers beside ours; the "
+                  "stored peer results, if any, are from another moment)")
+        peers = json.load(open(PEERS)) if os.path.exists(PEERS) else None
+        if peers and peers.get("targets") != args.targets:
+            print(f"(peer results are for {peers.get('targets')} targets, not {args.targets}: left out)")
+            peers = None
     rows, out, panels = [], {}, {}
     before = {}
     path = os.path.join(RESULTS, "table1.json")
@@ -84,10 +149,15 @@ def main():
         tree = load(name, base, tip)
         targets, seeds = stored[f"{name}/targets"], stored[f"{name}/seeds"]
         out[name], panels[name] = {}, {}
+        budget = args.max_budget_ms / 1e3
+        if process is not None:
+            runs = interleaved(tree, tip, targets, seeds, name, methods, budget, process, args.chunk)
+            peers["results"][name] = {p: summarize(*runs[p]) for p in process.names[name]}
+        else:
+            runs = {m: solve_batch(tree, tip, targets, seeds, m, budget) for m in methods}
         for m in list(dict.fromkeys([*before.get(name, {}), *methods])):
             if m in methods:
-                ok, secs = solve_batch(tree, tip, targets, seeds, m, args.max_budget_ms / 1e3)
-                s = out[name][m] = summarize(ok, secs)
+                s = out[name][m] = summarize(*runs[m])
             else:
                 s = out[name][m] = before[name][m]
             panels[name][m] = s["curve"]
@@ -98,6 +168,11 @@ def main():
             panels[name][f"peer {peer}"] = s["curve"]
             rows.append([name, tree.n, f"peer {peer}", f"{100 * s['success_rate']:.1f} %", f"{s['mean_ms']:.2f}",
                          f"{s['median_ms']:.2f}"])
+    if process is not None:
+        process.close()
+        with open(PEERS, "w") as fh:
+            json.dump(peers, fh, indent=1)
+        print(f"wrote {os.path.relpath(PEERS, ROOT)} (the peers taking turns with ours, {args.chunk} targets a turn)")
     print(f"\nFull pose, {args.targets} targets per arm, success within 10 ms, random seeds")
     print(table(rows, ["arm", "DOF", "method", "success", "mean ms", "median ms"]))
     ratios = {}
@@ -111,8 +186,10 @@ def main():
         print(table([[a] + [f"{r.get(k, float('nan')):.2f}" for k in keys] for a, r in ratios.items()], ["arm"] + keys))
     plot_curves(os.path.join(RESULTS, "table1_curves.png"), panels, "Table I arms: solved within budget (full pose)")
     write("table1", {"targets": args.targets, "results": out, "ratios": ratios,
-                     "peers": peers["machine"] if peers else None},
-          f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}" + (
+                     "peers": peers["machine"] if peers else None,
+                     "peers_interleaved": bool(peers and peers.get("interleaved"))},
+          f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}"
+          + (" --stored-peers" if args.stored_peers else f" --chunk {args.chunk}" if process else "") + (
               f" --methods {','.join(methods)} --merge" if args.merge else ""))
 
 
