@@ -60,10 +60,8 @@ test-5.2: $(STAMP52)
 bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.paper002
 	$(PY) -m fullbody_ik.benchmarks.paper001
-	$(PY) -m fullbody_ik.benchmarks.table1 --prepare-only
-	@if [ -x $(PEERS)/bin/python ]; then $(PEERS)/bin/python -m fullbody_ik.benchmarks.peers; \
-	  else echo "(no $(PEERS): run make bench-peers to compare with roboticstoolbox and ikpy)"; fi
-	$(PY) -m fullbody_ik.benchmarks.table1
+	@[ -x $(PEERS)/bin/python ] || echo "(no $(PEERS): run make bench-peers to compare with roboticstoolbox and ikpy)"
+	$(PY) -m fullbody_ik.benchmarks.table1  # (with $(PEERS), the peers take turns with ours in its Python)
 	$(PY) -m fullbody_ik.benchmarks.table2
 	$(PY) -m fullbody_ik.benchmarks.memetic_study
 	$(PY) -m fullbody_ik.benchmarks.drag_step --steps 60 --budget-ms 16
@@ -83,8 +81,7 @@ bench-peers: $(STAMP)
 	$(PEERS)/bin/python -m pip install --quiet roboticstoolbox-python==1.5.0 ikpy==4.2.1 scipy==1.17.1
 	$(PEERS)/bin/python -c "import os, sysconfig; d = os.path.join(sysconfig.get_paths()['purelib'], 'fullbody_ik'); \
 	  os.path.lexists(d) and os.remove(d); os.symlink('$(CURDIR)', d)"
-	$(PY) -m fullbody_ik.benchmarks.table1 --prepare-only
-	$(PEERS)/bin/python -m fullbody_ik.benchmarks.peers
+	$(PY) -m fullbody_ik.benchmarks.table1
 
 build: $(STAMP)
 	$(PY) tools/build.py --all-platforms --cache-python $(PY) $(if $(wildcard .venv-5.2/bin/python),--cache-python .venv-5.2/bin/python)
