@@ -1872,7 +1872,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=RESTART_STALL, damping_b
     from ``rng``), each search given up when it stalls, until one meets every objective or the budget ends; a
     restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all:
     _restart), ``max_restarts`` times at most (None: while the budget lasts, or ten times without any budget, as
-    solve allows a local method). (q, message) of the first success, else of the best."""
+    solve allows a local method). (q, message, new starts made) of the first success, else of the best."""
     tp, gp = k.arrays()
     tree = problem.tree
     q = np.ascontiguousarray(q, dtype=float)
@@ -1904,11 +1904,11 @@ def run_restarts(k, problem, q, budget, rng=None, stall=RESTART_STALL, damping_b
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
     if best_key[1] == np.inf:
-        return _seed_answer(k, q, tp)
+        return (*_seed_answer(k, q, tp), count)
     message = MESSAGES[0] if not best_key[0] else MESSAGES[1] if budget.exhausted() else MESSAGES[3]
     if count:
         message += f" (best of {count + 1} starts)"
-    return best_q, message
+    return best_q, message, count
 
 
 # -- the memetic solver (paper 000), compiled --------------------------------------------------------------------

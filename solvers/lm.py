@@ -206,7 +206,7 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
     by default 1 % over 5; compiled, one search after another, 20 % over 2: compiled.RESTART_STALL) or cannot
     descend is
     replaced by a new random start, ``max_restarts`` times at most (None: while the budget lasts); with none
-    left, the best answer once every search has stopped.
+    left, the best answer once every search has stopped. Returns (q, message, searches started after the first).
     """
     damping_bias = bias(problem.tree, damping_bias)
     k = compiled.kernel(problem)
@@ -235,11 +235,11 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
         if (not sat[i], E[i]) < best_key:
             best_q, best_key = Q[i].copy(), (not sat[i], E[i])
         if sat.any():
-            return Q[int(np.flatnonzero(sat)[0])].copy(), "every objective within tolerance"
+            return Q[int(np.flatnonzero(sat)[0])].copy(), "every objective within tolerance", count + K - 1
         if budget.exhausted():
-            return best_q, "budget exhausted"
+            return best_q, "budget exhausted", count + K - 1
         if stopped.all():
-            return best_q, f"stalled (local minimum or limits) (best of {count + K} starts)"
+            return best_q, f"stalled (local minimum or limits) (best of {count + K} starts)", count + K - 1
         budget.tick()
         Q, ev, accepted = blm.step(Q, ev)
         age += 1

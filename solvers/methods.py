@@ -30,7 +30,7 @@ class Method:
     local: bool  # restarts (random or near the last answer) apply
     options: dict = field(default_factory=dict)  # accepted options -> default
     paper: str = ""
-    multistart: object = None  # run several searches at once when restarts are allowed (LM)
+    multistart: object = None  # run several searches at once when restarts are allowed (LM): (q, message, restarts)
     stall_restarts: bool = False  # with restarts one by one (solve's loop), give up a stalled search early (stall=5)
 
     def check_options(self, options):

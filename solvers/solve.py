@@ -71,8 +71,8 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     seed = q0
     if max_restarts and record.multistart is not None and (options.get("starts") or 2) > 1 and not nearby:
         # With restarts allowed, LM runs several searches at once (vectorized), replacing stalled ones.
-        q, message = record.multistart(problem, q0, budget, rng=rng, max_restarts=max_restarts, **options)
-        return problem.result(q, method, budget, message)
+        q, message, count = record.multistart(problem, q0, budget, rng=rng, max_restarts=max_restarts, **options)
+        return problem.result(q, method, budget, message, restarts=count)
     if max_restarts and record.stall_restarts:
         options.setdefault("stall", 5)  # give up a local minimum early: a new start is cheaper
     while True:

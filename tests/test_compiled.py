@@ -575,7 +575,7 @@ def test_the_random_restarts_are_drawn_in_the_kernel_from_the_solves_rng():
 def test_a_restart_count_holds_for_the_searches_run_at_once(enabled):
     """solve(restarts=3) without a budget, a goal out of reach: at most three restarts, then the best answer; and
     restarts=True without a budget: ten (the searches run at once ignored the count: compiled made ten whatever
-    it was, numpy never stopped)."""
+    it was, numpy never stopped). Result.restarts counts them (it said 0)."""
     from fullbody_ik.solvers.lm import default_starts
 
     tree = _robot(*ROBOTS[0])
@@ -590,6 +590,7 @@ def test_a_restart_count_holds_for_the_searches_run_at_once(enabled):
     for res, allowed in ((three, 3), (ten, 10)):
         starts = int(res.message.rsplit("best of ", 1)[1].split(" ")[0])
         assert not res.success and at_once < starts <= at_once + allowed, (res.message, allowed)
+        assert res.restarts == starts - 1  # (the Result says what the message says)
     assert enabled is False or (three.message.endswith("(best of 4 starts)")
                                 and ten.message.endswith("(best of 11 starts)"))
 
