@@ -157,6 +157,13 @@ def section():
         rows = [[tree, op, f"{us:.0f}"] for tree, ops in r["microseconds"].items() for op, us in ops.items()]
         parts.append(f"**Cost of one iteration's building blocks** (`{r['command']}`, {r['machine']['date']}).\n\n"
                      + table(rows, ["tree", "operation", "µs"]))
+        costs = r.get("solve_costs")
+        if costs:
+            headers = ["arm", *next(iter(costs.values()))]
+            parts.append(f"**Where a compiled Table I solve's time goes** ({r['targets']} targets an arm, the fastest "
+                         "of five solves each, fitted as fixed + per iteration + per restart; same run).\n\n"
+                         + table([[arm, *(f"{v:.2f}" if "share" in k else f"{v:.1f}" for k, v in c.items())]
+                                  for arm, c in costs.items()], headers))
     return "\n\n".join(parts) if parts else "No results yet: run `make bench`."
 
 
