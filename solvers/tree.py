@@ -21,6 +21,19 @@ from .joints import (
 )
 
 
+def _check_finite(joint):
+    """ValueError naming the joint when its origin, axis or limits hold a NaN (or its origin an infinity): a NaN
+    would reach every solver's arithmetic (a memetic solve without a budget never ended)."""
+    origin = np.asarray(getattr(joint, "origin", np.eye(4)), dtype=float)
+    bad = [] if np.all(np.isfinite(origin)) else ["origin"]
+    bad += [] if np.all(np.isfinite(np.asarray(getattr(joint, "axis", (1.0, 0.0, 0.0)), dtype=float))) else ["axis"]
+    bad += [name for name in ("lower", "upper") if np.isnan(getattr(joint, name, 0.0))]
+    for axis, (low, high) in (getattr(joint, "limits", None) or {}).items():
+        bad += [f"{axis} limit"] if np.isnan(low) or np.isnan(high) else []
+    if bad:
+        raise ValueError(f"joint {joint.name!r}: its {', '.join(bad)} holds a value that is not a finite number")
+
+
 class Tree:
     """A kinematic tree rooted at one fixed link (the base).
 
@@ -38,6 +51,7 @@ class Tree:
         children = defaultdict(list)
         child_of = {}
         for j in joints:
+            _check_finite(j)
             if j.child in child_of:
                 raise ValueError(f"link {j.child!r} has two parent joints ({child_of[j.child].name!r}, {j.name!r})")
             child_of[j.child] = j

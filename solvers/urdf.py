@@ -2,12 +2,16 @@
 """URDF reader: joints, origins (xyz, rpy), axes, limits, continuous and fixed joints."""
 
 import os
+import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
 from .joints import FreeJoint, Joint
 from .rotations import rpy_matrix
+
+
+URDF_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
 
 
 def _floats(text, default, count=3):
@@ -17,9 +21,21 @@ def _floats(text, default, count=3):
         values = [float(v) for v in text.replace(",", " ").split()]  # "0, 0, 0.5" is seen in the wild
     except ValueError:
         raise ValueError(f"expected {count} numbers, got {text!r}") from None
-    if len(values) != count:
-        raise ValueError(f"expected {count} numbers, got {text!r}")
+    if len(values) != count or not np.all(np.isfinite(values)):
+        raise ValueError(f"expected {count} finite numbers, got {text!r}")
     return np.array(values)
+
+
+def _limit(limit, which):
+    """A <limit>'s lower or upper bound (URDF's default 0); a number, infinite or not, never NaN."""
+    text = limit.get(which, "0")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"its {which} limit is not a number: {text!r}") from None
+    if value != value:
+        raise ValueError(f"its {which} limit is not a number: {text!r}")
+    return value
 
 
 def _origin(elem):
@@ -33,23 +49,36 @@ def _origin(elem):
 
 def parse_urdf(path_or_xml):
     """Return the list of joints of a URDF given as a file path or an XML string."""
+    if isinstance(path_or_xml, (bytes, bytearray)):  # XML as read from a file in binary
+        path_or_xml = path_or_xml.decode("utf-8-sig", errors="replace")
     text = str(path_or_xml)
     stripped = text.lstrip("\ufeff \t\r\n")  # a byte-order mark or blank lines before the XML
-    if stripped.startswith("<"):
-        root = ET.fromstring(stripped)
-    elif "\n" in text or not stripped:
-        raise ValueError("not a URDF: neither XML text (it must start with '<') nor a file path")
-    else:
-        if not os.path.exists(text):
-            raise FileNotFoundError(f"URDF file not found: {text}")
-        root = ET.parse(text).getroot()
+    where = "the URDF text"
+    try:
+        if stripped.startswith("<"):
+            root = ET.fromstring(stripped)
+        elif "\n" in text or not stripped:
+            raise ValueError("not a URDF: neither XML text (it must start with '<') nor a file path")
+        else:
+            if not os.path.exists(text):
+                raise FileNotFoundError(f"URDF file not found: {text}")
+            where = text
+            root = ET.parse(text).getroot()
+    except ET.ParseError as e:
+        raise ValueError(f"not a URDF: {where} is not valid XML ({e})") from None
     if root.tag != "robot":
         raise ValueError(f"not a URDF document: root element is <{root.tag}>, expected <robot>")
-    joints = []
+    joints, names = [], set()
     # Only <robot>'s own <joint> children describe the kinematics: <joint> elements also appear inside
     # <transmission>, <gazebo> and plugin blocks, with other meanings and no links.
     for j in root.findall("joint"):
         name, kind = j.get("name"), j.get("type")
+        if not name:
+            child = j.find("child")
+            raise ValueError(f"a URDF joint has no name (its child link: {None if child is None else child.get('link')!r})")
+        if name in names:
+            raise ValueError(f"two URDF joints are named {name!r}")
+        names.add(name)
         parent_el, child_el = j.find("parent"), j.find("child")
         if parent_el is None or child_el is None or not parent_el.get("link") or not child_el.get("link"):
             raise ValueError(f"joint {name!r}: a URDF joint needs <parent link=...> and <child link=...>")
@@ -68,6 +97,8 @@ def _joint(j, name, kind, parent, child):
     if kind == "floating":
         return FreeJoint(name, parent, child, origin)
     if kind not in ("revolute", "continuous", "prismatic", "fixed"):
+        if kind is None or (kind not in URDF_TYPES and kind.lower() in URDF_TYPES):  # (a mistake, not a type)
+            raise ValueError(f"its type is {kind!r}, not a URDF joint type ({', '.join(URDF_TYPES)})")
         # Held fixed so the rest of the robot loads; Tree.from_urdf refuses it when it is in the tree asked for.
         return Joint(name, "fixed", parent, child, origin, unsupported=str(kind))
     axis_el = j.find("axis")
@@ -75,18 +106,32 @@ def _joint(j, name, kind, parent, child):
     if kind != "fixed":
         norm = np.linalg.norm(axis)
         if not norm > 1e-12:
-            raise ValueError("its axis is zero")
+            raise ValueError(f"its axis is zero ({axis_el.get('xyz')!r})")
         axis = axis / norm  # descriptions in the wild carry axes like "0 0.7 0.7"
     lower, upper = -np.inf, np.inf
     limit = j.find("limit")
     if kind in ("revolute", "prismatic") and limit is not None:
-        lower = float(limit.get("lower", 0.0))
-        upper = float(limit.get("upper", 0.0))
+        lower, upper = _limit(limit, "lower"), _limit(limit, "upper")
         if lower > upper:
             raise ValueError(f"lower limit {lower} is above upper limit {upper}")
+        if lower == upper:  # (URDF's default for a bound not given is 0: a <limit effort velocity/> locks it)
+            warnings.warn(f"URDF joint {name!r} ({kind}): its limits are {lower:g} to {upper:g}"
+                          + (" (<limit> gives no lower or upper: URDF's default is 0)" if limit.get("lower") is None
+                             and limit.get("upper") is None else "") + ": it cannot move", stacklevel=4)
     mimic = j.find("mimic")
     if mimic is not None and kind != "fixed":
-        mimic = (mimic.get("joint"), float(mimic.get("multiplier", 1.0)), float(mimic.get("offset", 0.0)))
+        mimic = (mimic.get("joint"), _number(mimic, "multiplier", 1.0), _number(mimic, "offset", 0.0))
     else:
         mimic = None
     return Joint(name, kind, parent, child, origin, tuple(axis), lower, upper, mimic)
+
+
+def _number(elem, name, default):
+    text = elem.get(name)
+    try:
+        value = default if text is None else float(text)
+    except ValueError:
+        value = float("nan")
+    if not np.isfinite(value):
+        raise ValueError(f"its <{elem.tag}> {name} is not a finite number: {text!r}")
+    return value

@@ -101,6 +101,15 @@ def test_memetic_keeps_limits_on_random_trees_and_unreachable_goals(seed, path):
         assert not res.success
 
 
+def test_without_a_budget_an_unreachable_goal_ends(iiwa, path):
+    """Neither time_limit nor max_iterations: the generations stop at solve's GLOBAL_ITERATIONS (the search went on
+    for ever, never meeting the goal)."""
+    from fullbody_ik.solvers.solve import GLOBAL_ITERATIONS
+
+    res = solve(iiwa, [Position("lbr_iiwa_link_7", [9.0, 9.0, 9.0])], None, method="memetic", rng=0)
+    assert not res.success and res.iterations == GLOBAL_ITERATIONS and np.all(np.isfinite(res.q))
+
+
 def test_time_limit_cuts_generations(iiwa, path):
     res = solve(iiwa, [Position("lbr_iiwa_link_7", [9.0, 9.0, 9.0])], None, method="memetic", time_limit=0.03,
                 rng=0)

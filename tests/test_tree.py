@@ -481,3 +481,44 @@ def test_urdf_rough_edges_from_the_wild():
       <joint name="ba" type="fixed"><parent link="b"/><child link="a"/></joint></robot>"""
     with pytest.raises(ValueError, match="cycle"):
         Tree.from_urdf(cycle)
+
+
+def test_urdf_mistakes_are_refused_by_name(tmp_path):
+    """NaN and infinities in numbers (a memetic solve of a NaN origin never ended), duplicate and missing joint
+    names, a joint type with a capital or none, a file that is not XML, XML as bytes; a revolute joint whose
+    <limit> gives no bounds loads locked, as URDF says, with a warning."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild_arm.urdf")
+    text = open(path).read()
+    elbow = '<origin xyz="0 0 0.25" rpy="0 0 0"/>'
+    for bad in ('<origin xyz="nan 0 0.25" rpy="0 0 0"/>', '<origin xyz="0 0 inf" rpy="0 0 0"/>',
+                '<origin xyz="0 0 0.25" rpy="0 NaN 0"/>'):
+        with pytest.raises(ValueError, match="joint 'elbow': expected 3 finite numbers"):
+            Tree.from_urdf(text.replace(elbow, bad))
+    joint = '<joint name="j" type="revolute"><parent link="a"/><child link="b"/>{}</joint>'
+    one = '<robot name="r"><link name="a"/><link name="b"/><link name="c"/>{}</robot>'
+    with pytest.raises(ValueError, match="joint 'j': its lower limit is not a number: 'nan'"):
+        Tree.from_urdf(one.format(joint.format('<limit lower="nan" upper="1"/>')))
+    with pytest.raises(ValueError, match="joint 'j': expected 3 finite numbers, got 'nan 0 1'"):
+        Tree.from_urdf(one.format(joint.format('<axis xyz="nan 0 1"/><limit lower="-1" upper="1"/>')))
+    twice = joint.format('<limit lower="-1" upper="1"/>') + joint.format("").replace('"a"', '"b"').replace(
+        '<child link="b"/>', '<child link="c"/>')
+    with pytest.raises(ValueError, match="two URDF joints are named 'j'"):
+        Tree.from_urdf(one.format(twice))
+    with pytest.raises(ValueError, match="a URDF joint has no name .its child link: 'b'"):
+        Tree.from_urdf(one.format(joint.format("").replace(' name="j"', "")))
+    for kind in ('type="Revolute"', ""):
+        with pytest.raises(ValueError, match="joint 'j': its type is .*, not a URDF joint type .revolute, "):
+            Tree.from_urdf(one.format(joint.format("").replace('type="revolute"', kind)))
+    (tmp_path / "notes.urdf").write_text("not xml\n")
+    with pytest.raises(ValueError, match="not a URDF: .*notes.urdf is not valid XML"):
+        Tree.from_urdf(str(tmp_path / "notes.urdf"))
+    assert Tree.from_urdf(text.encode(), "world", "hand").n == 4
+    with pytest.warns(UserWarning, match="'j' .revolute.: its limits are 0 to 0 .<limit> gives no lower or upper"):
+        locked = Tree.from_urdf(one.format(joint.format('<limit effort="10" velocity="1"/>')))
+    assert locked.lower[0] == locked.upper[0] == 0.0
+    nan = np.eye(4)
+    nan[1, 3] = np.nan
+    with pytest.raises(ValueError, match="joint 'j': its origin holds a value that is not a finite number"):
+        Tree([Joint("j", "revolute", "a", "b", nan)])
+    with pytest.raises(ValueError, match="joint 'k': its lower holds"):
+        Tree([Joint("k", "revolute", "a", "b", lower=np.nan)])
