@@ -21,7 +21,9 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -403,6 +405,58 @@ def run_footplant(args, inside_blender=False):
 IMPORTERS = {".bvh": "bvh", ".fbx": "fbx", ".glb": "gltf", ".gltf": "gltf", ".blend": "blend"}
 
 
+def bvh_frames(path):
+    """(frames its header declares, frame lines it holds, seconds a frame) of a BVH file; Failure, naming what is
+    wrong, when it is empty, not a BVH, or has no motion (Blender's importer fails there with an IndexError)."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("latin-1")
+    except OSError as e:
+        raise Failure(f"cannot read the BVH {path}: {e}") from None
+    if not text.strip():
+        raise Failure(f"the BVH {path} is empty")
+    if not text.lstrip().upper().startswith("HIERARCHY"):
+        raise Failure(f"{path} is not a BVH file: it does not begin with HIERARCHY")
+    motion = re.search(r"^\s*MOTION\s*$", text, re.M | re.I)
+    frames = re.search(r"^\s*Frames:\s*(\d+)\s*$", text, re.M | re.I)
+    step = re.search(r"^\s*Frame\s+Time:\s*([-+0-9.eE]+)\s*$", text, re.M | re.I)
+    if not (motion and frames and step):
+        raise Failure(f"the BVH {path} has no motion (its MOTION section, Frames: or Frame Time: line is missing: "
+                      "the file is cut short?)")
+    held = sum(1 for line in text[step.end():].splitlines() if line.strip())
+    if held == 0:
+        raise Failure(f"the BVH {path} has no frames (its header declares {frames.group(1)}: the file is cut short?)")
+    return int(frames.group(1)), held, float(step.group(1))
+
+
+@contextlib.contextmanager
+def _importer_output():
+    """An importer's printing (standard output and error, from C and Python) held back: passed on to standard error
+    when it succeeds, dropped when it fails (Blender prints the importer's whole traceback, twice; the error we
+    raise names its last line)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 1)
+        os.dup2(held.fileno(), 2)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            if ok:
+                held.seek(0)
+                sys.stderr.buffer.write(held.read())
+                sys.stderr.flush()
+
+
 def _load(bpy, path, what, bvh_scale=1.0):
     """Bring the armatures (and what comes with them) of a motion or character file into the open scene;
     returns the objects it added."""
@@ -411,8 +465,10 @@ def _load(bpy, path, what, bvh_scale=1.0):
         raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
     if not os.path.isfile(path):
         raise UsageError(f"no such file: {path}")
+    if kind == "bvh":
+        bvh_frames(path)  # (empty, not a BVH, no motion: said so, not as the importer's IndexError)
     before = set(bpy.data.objects)
-    with _stdout_to_stderr():
+    with _importer_output():
         try:
             if kind == "bvh":
                 bpy.ops.import_anim.bvh(filepath=os.path.abspath(path), global_scale=bvh_scale, rotate_mode="NATIVE")
@@ -478,6 +534,8 @@ def run_retarget(args):
     maps = _bone_map(args.source_map), _bone_map(args.target_map)  # bad maps refused before anything is loaded
     output = args.output or default_output(args.target, command="retarget")
     _check_writable(output, "the output")
+    if os.path.splitext(args.source)[1].lower() == ".bvh" and os.path.isfile(args.source):
+        bvh_frames(args.source)  # (a broken clip said so before the character is loaded)
     if args.report:
         _check_writable(args.report, "the report")
     if os.path.splitext(args.target)[1].lower() == ".blend":
@@ -490,6 +548,7 @@ def run_retarget(args):
     target = _pick_armature(characters, args.target_object, "target", "--target-object")
     added = _load(bpy, args.source, "source", args.bvh_scale)
     source = _pick_armature(added, args.source_object, "source", "--source-object")
+    warnings = _clip_warnings(bpy.context.scene, args.source)
     if args.action:
         _use_action(source, args.action)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
@@ -506,7 +565,29 @@ def run_retarget(args):
     for o in added:  # the source goes: the file holds the character with its new action
         bpy.data.objects.remove(o, do_unlink=True)
     verdict = report.feet.verdict if report.feet is not None else "rotation copy (no contacts planted)"
-    return _finish(args, args.source, output, report, report.ok, verdict)
+    result = _finish(args, args.source, output, report, report.ok, verdict)
+    for w in warnings:
+        log(f"fullbody_ik retarget: warning: {w}")
+    return dict(result, warnings=warnings)
+
+
+def _clip_warnings(scene, path):
+    """What a user should know of a BVH clip that imported: fewer frames than its header declares, a frame rate
+    other than the scene's (the importer keys one clip frame a scene frame)."""
+    if os.path.splitext(path)[1].lower() != ".bvh":
+        return []
+    declared, held, step = bvh_frames(path)
+    out = []
+    if held < declared:
+        out.append(f"the BVH declares {declared} frames and holds {held} (the file is cut short?): {held} were read")
+    scene_fps = scene.render.fps / scene.render.fps_base
+    if step > 0 and abs(1.0 / step - scene_fps) > 0.01 * scene_fps:
+        clip_fps = 1.0 / step
+        ratio = clip_fps / scene_fps
+        out.append(f"the clip was recorded at {clip_fps:.4g} frames/s and the scene plays {scene_fps:.4g}: one key a "
+                   f"clip frame plays it {ratio:.3g}x {'slower' if ratio > 1 else 'faster'} than recorded (set the "
+                   f"scene's frame rate to {clip_fps:.4g} to play it as recorded)")
+    return out
 
 
 def _job(file, args, output, program=None):
@@ -616,17 +697,27 @@ def summary_table(results):
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
 
+def _failed(want_json, command, code, error):
+    """A job that did not run: the error on standard error and, with --json, as the one JSON document on standard
+    output ({"ok": false, "exit": code, "error": ...}: a farm reading standard output gets one either way)."""
+    log(f"fullbody_ik {command}: error: {error}" if command else f"{error}\n(see --help)")
+    if want_json:
+        print(json.dumps({"ok": False, "exit": code, "error": error, "command": command}), flush=True)
+    return code
+
+
 def main(argv, inside_blender=False):
     """Parse and run; returns the exit code."""
+    want_json = "--json" in argv
     try:
         args = parser(inside_blender).parse_args(argv)
         if getattr(args, "threads", None) and not getattr(args, "independent_frames", False):
             raise UsageError("--threads applies to --independent-frames (tracked frames are solved in turn)")
     except UsageError as e:
-        log(f"{e}\n(see --help)")
-        return EXIT_USAGE
+        return _failed(want_json, None, EXIT_USAGE, str(e))
     except SystemExit as e:  # --help
         return int(e.code or 0)
+    want_json = bool(getattr(args, "json", False))
     try:
         if args.command == "bake":
             result = run_bake(args, inside_blender)
@@ -637,20 +728,17 @@ def main(argv, inside_blender=False):
         else:
             result = run_batch(args)
     except UsageError as e:
-        log(f"fullbody_ik {args.command}: error: {e}")
-        return EXIT_USAGE
+        return _failed(want_json, args.command, EXIT_USAGE, str(e))
     except Failure as e:
-        log(f"fullbody_ik {args.command}: error: {e} (nothing was written)")
-        return EXIT_FAILED
+        return _failed(want_json, args.command, EXIT_FAILED, f"{e} (nothing was written)")
     except KeyboardInterrupt:
-        log(f"fullbody_ik {args.command}: interrupted")
-        return EXIT_INTERRUPTED
-    except Exception:  # a bug of ours: say so with the traceback, and still exit cleanly
+        return _failed(want_json, args.command, EXIT_INTERRUPTED, "interrupted")
+    except Exception as e:  # a bug of ours: say so with the traceback, and still exit cleanly
         import traceback
 
         traceback.print_exc()
-        log(f"fullbody_ik {args.command}: error: unexpected failure (above); nothing was written")
-        return EXIT_FAILED
+        return _failed(want_json, args.command, EXIT_FAILED,
+                       f"unexpected failure ({type(e).__name__}: {e}; the traceback above); nothing was written")
     if args.json:
         print(json.dumps(result), flush=True)
     if args.command == "batch" and result["failed"]:

@@ -152,14 +152,40 @@ def test_parse_frames():
 
 
 def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
+    """A clip the importer cannot read: one line naming its error, not the importer's traceback (Blender printed
+    it twice); an empty, a cut-short and a non-BVH file said so by name; with --json, standard output holds a
+    JSON document for every failure (it was empty); a clip short of the frames it declares is read, with a
+    warning."""
+    lines = open(os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "bvh", "cmu_02_01.bvh")).readlines()
+    header = lines[:lines.index(next(ln for ln in lines if ln.strip().startswith("Frame Time"))) + 1]
     broken = tmp_path / "broken.bvh"
-    broken.write_text("HIERARCHY\nROOT Hips\n{ garbage !!!   not a bvh\n")
+    broken.write_text("".join(header) + "x y z\n" * 3)  # frames that are not numbers
     character = os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "characters", "mannequiny.glb")
     out = tmp_path / "out.blend"
     proc = run("retarget", broken, character, "--output", out)
     assert proc.returncode == 1 and not out.exists()
     (line,) = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
     assert re.search(r"cannot read the source .*broken\.bvh: the importer failed: \w+Error", line), line
+    assert "Traceback" not in proc.stderr, proc.stderr
+    proc = run("batch", "retarget", "--target", character, broken, "--json")  # the batch's summary has it whole
+    assert proc.returncode == 1
+    assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])
+    for name, text, message in (("empty.bvh", "", "the BVH .*empty.bvh is empty"),
+                                ("cut.bvh", "".join(lines[:40]), "the BVH .*cut.bvh has no motion .*cut short"),
+                                ("notes.bvh", "some notes\n", "notes.bvh is not a BVH file")):
+        (tmp_path / name).write_text(text)
+        proc = run("retarget", tmp_path / name, character, "--output", out, "--json")
+        assert proc.returncode == 1 and not out.exists()
+        doc = json.loads(proc.stdout)
+        assert not doc["ok"] and doc["exit"] == 1 and re.search(message, doc["error"]), doc
+    for args, code in ((["bake", tmp_path / "nope.blend"], 2), (["bake", "--bogus", "x.blend"], 2)):
+        proc = run(*args, "--json")
+        assert proc.returncode == code and json.loads(proc.stdout)["exit"] == code, proc.stdout
+    short = tmp_path / "short.bvh"  # its header says 344 frames
+    short.write_text("".join(lines[:len(header) + 20]))
+    proc = run("retarget", short, character, "--output", out, "--json", "--no-ik")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "the BVH declares 344 frames and holds 20" in json.loads(proc.stdout)["warnings"][0]
     proc = run("batch", "retarget", "--target", character, broken, "--json")  # the batch's summary has it whole
     assert proc.returncode == 1
     assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])

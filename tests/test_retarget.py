@@ -186,6 +186,9 @@ def test_retarget_through_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["ok"] and result["report"]["target"] == "metarig" and (tmp_path / "feet.png").exists()
+    # The clip is 120 frames/s, the scene 24: one key a clip frame plays it 5x slower, said (it was silent)
+    assert [w for w in result["warnings"] if "recorded at 120 frames/s and the scene plays 24" in w
+            and "5x slower" in w], result["warnings"]
     fullbody_ik.unregister()
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
