@@ -11,6 +11,7 @@ target's floor. Contacts then come from the source (the foot placement's detecto
 foot placement on the target's floor, or on a terrain, in the same pass.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -437,7 +438,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     the rotation copy is replaced by the planted action, which takes its name."""
     import bpy
 
-    from .footplant import FootOptions, SoleSampler, foot_placement, untouched_feet, write_contacts
+    from .bake import REPORT_PROPERTY
+    from .footplant import FEET_REPORT_PROPERTY, FootOptions, SoleSampler, foot_placement, untouched_feet, write_contacts
 
     src_feet, tgt_feet = motion.sampler.feet, humanoid_feet(target, ht)
     sampler = SoleSampler(target, tgt_feet)
@@ -477,4 +479,10 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     name = action.name
     bpy.data.actions.remove(action)  # the rotation copy: its figures are the report's "before"
     planted.name = name
+    # The reports kept on the action name it as it is now (they named the planted copy's first name, "... IK")
+    feet.action = planted.name
+    feet.bake["action"] = planted.name
+    planted[FEET_REPORT_PROPERTY] = json.dumps(feet.to_dict())
+    if REPORT_PROPERTY in planted:
+        planted[REPORT_PROPERTY] = json.dumps(dict(json.loads(planted[REPORT_PROPERTY]), action=planted.name))
     return feet

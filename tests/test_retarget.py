@@ -193,7 +193,10 @@ def test_retarget_through_the_command_line(tmp_path):
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
     assert [o.name for o in arms] == ["metarig"]
-    assert arms[0].animation_data.action.name == result["report"]["action"]
+    assert arms[0].animation_data.action.name == result["report"]["action"] == result["report"]["feet"]["action"]
+    kept = arms[0].animation_data.action  # the reports kept on it name it (they said "... IK", no action's name)
+    assert json.loads(kept["fullbody_ik_feet_report"])["action"] == kept.name
+    assert json.loads(kept["fullbody_ik_report"])["action"] == kept.name
     assert run("retarget", tmp_path / "motion.txt", character, "--output", tmp_path / "x.blend").returncode == 2
     assert run("retarget", bvh, tmp_path / "missing.blend", "--output", tmp_path / "x.blend").returncode == 2
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-object", "nobody")
