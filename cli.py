@@ -410,7 +410,7 @@ def bvh_frames(path):
     wrong, when it is empty, not a BVH, or has no motion (Blender's importer fails there with an IndexError)."""
     try:
         with open(path, "rb") as fh:
-            text = fh.read().decode("latin-1")
+            text = fh.read().decode("latin-1").replace("\r\n", "\n").replace("\r", "\n")  # (old Macs' CR too)
     except OSError as e:
         raise Failure(f"cannot read the BVH {path}: {e}") from None
     if not text.strip():
@@ -426,7 +426,11 @@ def bvh_frames(path):
     held = sum(1 for line in text[step.end():].splitlines() if line.strip())
     if held == 0:
         raise Failure(f"the BVH {path} has no frames (its header declares {frames.group(1)}: the file is cut short?)")
-    return int(frames.group(1)), held, float(step.group(1))
+    try:
+        seconds = float(step.group(1))
+    except ValueError:
+        raise Failure(f"the BVH {path}: its Frame Time is not a number ({step.group(1)!r})") from None
+    return int(frames.group(1)), held, seconds
 
 
 @contextlib.contextmanager
@@ -453,7 +457,8 @@ def _importer_output():
                 os.close(fd)
             if ok:
                 held.seek(0)
-                sys.stderr.buffer.write(held.read())
+                out = getattr(sys.stderr, "buffer", None)  # (a caller may have put a text stream there)
+                out.write(held.read()) if out is not None else sys.stderr.write(held.read().decode(errors="replace"))
                 sys.stderr.flush()
 
 
@@ -708,7 +713,7 @@ def _failed(want_json, command, code, error):
 
 def main(argv, inside_blender=False):
     """Parse and run; returns the exit code."""
-    want_json = "--json" in argv
+    want_json = any(len(a) > 3 and "--json".startswith(a) for a in map(str, argv))  # (argparse takes "--js" too)
     try:
         args = parser(inside_blender).parse_args(argv)
         if getattr(args, "threads", None) and not getattr(args, "independent_frames", False):

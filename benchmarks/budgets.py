@@ -15,14 +15,15 @@ from fullbody_ik.solvers import solve
 BUDGETS_MS = [1, 2, 5, 10, 20, 50]
 
 
-def run_method(tree, problems, method, budget_s, **options):
-    """problems: list of (objectives, seed q). Returns (success (N,), elapsed seconds (N,))."""
+def run_method(tree, problems, method, budget_s, first=0, **options):
+    """problems: list of (objectives, seed q), the ``first``-th of the whole set first (it names the solves' rng
+    streams: a set run in chunks gets the same). Returns (success (N,), elapsed seconds (N,))."""
     if method.endswith("-numpy"):  # on the numpy path (the reference), the compiled path switched off
         from fullbody_ik.solvers import compiled
 
         compiled.set_enabled(False)
         try:
-            return run_method(tree, problems, method[:-len("-numpy")], budget_s, **options)
+            return run_method(tree, problems, method[:-len("-numpy")], budget_s, first, **options)
         finally:
             compiled.set_enabled(True)
     if method == "memetic+lm":  # the memetic solver with LM exploitation instead of L-BFGS-B
@@ -32,7 +33,7 @@ def run_method(tree, problems, method, budget_s, **options):
         t0 = time.perf_counter()
         # rng streams distinct from the ones that drew the targets (the same stream would hand the memetic
         # solver its target as its first random individual)
-        res = solve(tree, objectives, q0, method=method, time_limit=budget_s, rng=1_000_003 + i, **options)
+        res = solve(tree, objectives, q0, method=method, time_limit=budget_s, rng=1_000_003 + first + i, **options)
         secs[i] = time.perf_counter() - t0
         ok[i] = res.success
     return ok, secs

@@ -130,7 +130,11 @@ def serve():
     """Run chunks on request, for table1's interleaved run: a line of JSON {"arm", "start", "stop"} on stdin ->
     a line {peer: [[ok, seconds], ...]} on stdout (every peer on targets[start:stop]); first a line of the peers'
     names per arm and the machine, once set up. Ends at the end of stdin."""
-    reply, sys.stdout = sys.stdout, sys.stderr  # (what the peers may print goes to stderr, not into the replies)
+    # What the peers may print, from Python or C, goes to stderr, not into the replies (on a copy of stdout)
+    sys.stdout.flush()
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     arms = setup()
     print(json.dumps({"peers": {a: list(v[4]) for a, v in arms.items()}, "machine": machine()}), file=reply,
           flush=True)

@@ -61,12 +61,14 @@ def section():
                   [a for a, _, _ in ARMS_ORDER] else 99)
         parts.append(f"**Table I protocol, six arms, full pose (1e-4 m, 1e-3 rad), {r['targets']} targets each, "
                      f"random seeds, success within 10 ms** (`{r['command']}`, {r['machine']['date']}; peers: "
-                     "`make bench-peers`). Curves: `benchmarks/results/table1_curves.png`.\n\n"
+                     "`make bench-peers`" + (f", taking turns with ours, {peers['interleaved']} targets a turn"
+                                             if peers and peers.get("interleaved") else ", run before ours")
+                     + "). Curves: `benchmarks/results/table1_curves.png`.\n\n"
                      + table(rows, ["arm", "method", "success", "mean ms", "median ms"]))
         if r.get("ratios"):
             keys = sorted({k for v in r["ratios"].values() for k in v})
             parts.append("Ratio of our median time to each peer's (below 1: we are faster):\n\n" + table(
-                [[a] + [f"{v.get(k, float('nan')):.1f}" for k in keys] for a, v in r["ratios"].items()],
+                [[a] + [f"{v.get(k, float('nan')):.2f}" for k in keys] for a, v in r["ratios"].items()],
                 ["arm"] + keys))
     r = load("table2")
     if r:

@@ -45,9 +45,9 @@ def problems(tree, tip, count, seed):
     return W[:, tree.link(tip)], tree.random_configurations(rng, count)
 
 
-def solve_batch(tree, tip, targets, seeds, method, budget):
-    """Solve every target; returns (success flags, seconds per solve)."""
-    return run_method(tree, [([Pose(tip, T)], q0) for T, q0 in zip(targets, seeds)], method, budget)
+def solve_batch(tree, tip, targets, seeds, method, budget, first=0):
+    """Solve every target (the ``first``-th of the set first); returns (success flags, seconds per solve)."""
+    return run_method(tree, [([Pose(tip, T)], q0) for T, q0 in zip(targets, seeds)], method, budget, first)
 
 
 class PeerProcess:
@@ -88,7 +88,7 @@ def interleaved(tree, tip, targets, seeds, name, methods, budget, peers, chunk):
         def ours():
             for m in methods:
                 runs.setdefault(m, []).append(solve_batch(tree, tip, targets[start:stop], seeds[start:stop], m,
-                                                          budget))
+                                                          budget, start))
 
         def theirs():
             for peer, r in peers.run(name, start, stop).items():

@@ -1176,7 +1176,8 @@ class FootReport:
     def text(self):
         lines = [f"Full-Body IK foot placement of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]}, "
                  f"feet {', '.join(self.feet)}, contacts {self.contacts_from}",
-                 f"  action: {self.action!r} (from {self.source_action!r}, kept)",
+                 f"  action: {self.action!r}" + (f" (from {self.source_action!r}, kept)" if self.source_action
+                                                 and self.source_action != self.action else ""),
                  f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict}"]
         for side in self.before:
             b, a = self.before[side], self.after[side]

@@ -438,7 +438,7 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     the rotation copy is replaced by the planted action, which takes its name."""
     import bpy
 
-    from .bake import REPORT_PROPERTY
+    from .bake import REPORT_PROPERTY, REPORT_TEXT
     from .footplant import FEET_REPORT_PROPERTY, FootOptions, SoleSampler, foot_placement, untouched_feet, write_contacts
 
     src_feet, tgt_feet = motion.sampler.feet, humanoid_feet(target, ht)
@@ -476,13 +476,19 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
             bpy.data.objects.remove(made)
             bpy.data.meshes.remove(mesh)
     planted = target.animation_data.action
-    name = action.name
+    name, first_name = action.name, planted.name
     bpy.data.actions.remove(action)  # the rotation copy: its figures are the report's "before"
     planted.name = name
-    # The reports kept on the action name it as it is now (they named the planted copy's first name, "... IK")
-    feet.action = planted.name
-    feet.bake["action"] = planted.name
+    # The reports kept on the action name it as it is now (they named the planted copy's first name, "... IK", and
+    # the rotation copy as its kept source: it is gone, its name now the planted action's)
+    feet.action, feet.source_action = planted.name, ""
+    feet.bake.update(action=planted.name, source_action="")
     planted[FEET_REPORT_PROPERTY] = json.dumps(feet.to_dict())
     if REPORT_PROPERTY in planted:
-        planted[REPORT_PROPERTY] = json.dumps(dict(json.loads(planted[REPORT_PROPERTY]), action=planted.name))
+        planted[REPORT_PROPERTY] = json.dumps(dict(json.loads(planted[REPORT_PROPERTY]), action=planted.name,
+                                                   source_action=""))
+    text = bpy.data.texts.get(REPORT_TEXT)  # (the bake's text, as BakeReport.text wrote it)
+    if text is not None:
+        text.from_string(text.as_string().replace(f"action: {first_name!r} (from {name!r}, kept)",
+                                                  f"action: {planted.name!r}"))
     return feet

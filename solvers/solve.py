@@ -26,7 +26,7 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     from random feasible seeds drawn from ``rng`` while the budget lasts, and keeps the best answer.
     ``nearby`` (radians): restart instead from the best answer so far, perturbed by normal noise of this
     size (tracking: the answer stays near the previous frame's, where random seeds would jump). A global method
-    (memetic) given neither limit runs GLOBAL_ITERATIONS generations at most.
+    (memetic, or one registered with local=False) given neither limit runs GLOBAL_ITERATIONS iterations at most.
     Unreachable goals give the best effort found and ``success=False``, never an exception.
     """
     covered = compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives)

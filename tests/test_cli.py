@@ -191,6 +191,21 @@ def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
     assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])
 
 
+def test_bvh_frames_reads_the_line_endings_blenders_importer_reads(tmp_path):
+    """CRLF and old Macs' bare CR (Blender imports both), any case, tabs, no last newline; a Frame Time that is not
+    a number is a Failure saying so (it was an unexpected error)."""
+    text = open(os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "bvh", "cmu_02_01.bvh")).read()
+    for name, variant in (("lf", text), ("crlf", text.replace("\n", "\r\n")), ("cr", text.replace("\n", "\r")),
+                          ("case", text.replace("MOTION", "motion").replace("Frame Time:", "FRAME TIME:\t")),
+                          ("end", text.rstrip("\n"))):
+        (tmp_path / f"{name}.bvh").write_bytes(variant.encode("latin-1"))
+        declared, held, seconds = cli.bvh_frames(str(tmp_path / f"{name}.bvh"))
+        assert declared == held == 344 and abs(1 / seconds - 120) < 0.01, name
+    (tmp_path / "e.bvh").write_text(re.sub(r"Frame Time:.*", "Frame Time: e", text))
+    with pytest.raises(cli.Failure, match="its Frame Time is not a number"):
+        cli.bvh_frames(str(tmp_path / "e.bvh"))
+
+
 def test_a_batch_hands_its_jobs_the_frames_options_and_one_thread_each(tmp_path, monkeypatch):
     """--independent-frames and --threads reach every file's job; without --threads a job runs its frames on one
     thread (the files at once are the batch's parallelism)."""

@@ -144,6 +144,15 @@ def test_bones_lm_takes_the_numpy_steps():
         slid += bool(tree.swing_limits(fast.q[None]))
     assert slid  # some searches ended on a swing limit
     assert other > len(trees) // 2  # the damping's start is not ignored
+    for enabled in (True, False):  # not a positive number: refused on both paths (compiled divided by zero)
+        compiled.set_enabled(enabled)
+        try:
+            for bad in (0.0, -1.0, float("nan")):
+                for restarts in (False, True):
+                    with pytest.raises(ValueError, match="damping_start must be a positive number"):
+                        solve(tree, goals, q0, "lm", max_iterations=3, restarts=restarts, damping_start=bad)
+        finally:
+            compiled.set_enabled(True)
 
 
 def test_the_dual_step_is_the_normal_equations_step():

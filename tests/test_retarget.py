@@ -195,8 +195,9 @@ def test_retarget_through_the_command_line(tmp_path):
     assert [o.name for o in arms] == ["metarig"]
     assert arms[0].animation_data.action.name == result["report"]["action"] == result["report"]["feet"]["action"]
     kept = arms[0].animation_data.action  # the reports kept on it name it (they said "... IK", no action's name)
-    assert json.loads(kept["fullbody_ik_feet_report"])["action"] == kept.name
-    assert json.loads(kept["fullbody_ik_report"])["action"] == kept.name
+    for prop in ("fullbody_ik_feet_report", "fullbody_ik_report"):
+        assert json.loads(kept[prop])["action"] == kept.name and json.loads(kept[prop])["source_action"] == ""
+    assert f"action: {kept.name!r}\n" in bpy.data.texts["Full-Body IK bake report"].as_string()
     assert run("retarget", tmp_path / "motion.txt", character, "--output", tmp_path / "x.blend").returncode == 2
     assert run("retarget", bvh, tmp_path / "missing.blend", "--output", tmp_path / "x.blend").returncode == 2
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-object", "nobody")
