@@ -289,7 +289,7 @@ def set_enabled(flag):
 # 001's damping (mu = 1), is halved after each full step down to DAMPING_FLOOR (Marquardt's rule: the damping
 # shrinks while the model serves) and raised by 1/t when a step of fraction t was usable. With mu held at 1 the
 # six Table I arms took 15-30 iterations in median; halving from 1, 9-15; starting at 0.1, 7-13 (Table II's
-# setups 10-26 % fewer in mean; paper 001's sweep and random targets: the same residuals on every case; starting
+# setups 12-21 % fewer in mean; paper 001's sweep and random targets: the same residuals on every case; starting
 # at 0.01 measured the same as 0.1).
 DAMPING_FLOOR = 0.01
 DAMPING_START = 0.1
