@@ -211,8 +211,10 @@ def test_with_no_worker_the_tasks_wait_and_ctrl_c_cancels_them(tmp_path):
         while not info.exists() and time.time() < deadline:
             time.sleep(0.1)
         address = json.loads(info.read_text())["address"]
+        # (SIGINT's default in the job: a shell's background job starts with it ignored, and so would the batch)
         batch = subprocess.Popen([sys.executable, "-m", "fullbody_ik", "batch", "bake", "--scheduler", address, scene],
-                                 stderr=subprocess.PIPE, text=True)
+                                 stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         lines = []
         while not any("no worker has joined" in ln for ln in lines):
             lines.append(batch.stderr.readline())
