@@ -470,8 +470,6 @@ def _load(bpy, path, what, bvh_scale=1.0):
         raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
     if not os.path.isfile(path):
         raise UsageError(f"no such file: {path}")
-    if kind == "bvh":
-        bvh_frames(path)  # (empty, not a BVH, no motion: said so, not as the importer's IndexError)
     before = set(bpy.data.objects)
     with _importer_output():
         try:
@@ -539,8 +537,10 @@ def run_retarget(args):
     maps = _bone_map(args.source_map), _bone_map(args.target_map)  # bad maps refused before anything is loaded
     output = args.output or default_output(args.target, command="retarget")
     _check_writable(output, "the output")
+    clip = None  # a BVH's (frames declared, held, seconds a frame): a broken one said so before anything loads,
+    # not as the importer's IndexError
     if os.path.splitext(args.source)[1].lower() == ".bvh" and os.path.isfile(args.source):
-        bvh_frames(args.source)  # (a broken clip said so before the character is loaded)
+        clip = bvh_frames(args.source)
     if args.report:
         _check_writable(args.report, "the report")
     if os.path.splitext(args.target)[1].lower() == ".blend":
@@ -553,7 +553,7 @@ def run_retarget(args):
     target = _pick_armature(characters, args.target_object, "target", "--target-object")
     added = _load(bpy, args.source, "source", args.bvh_scale)
     source = _pick_armature(added, args.source_object, "source", "--source-object")
-    warnings = _clip_warnings(bpy.context.scene, args.source)
+    warnings = _clip_warnings(bpy.context.scene, clip)
     if args.action:
         _use_action(source, args.action)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
@@ -576,12 +576,13 @@ def run_retarget(args):
     return dict(result, warnings=warnings)
 
 
-def _clip_warnings(scene, path):
-    """What a user should know of a BVH clip that imported: fewer frames than its header declares, a frame rate
-    other than the scene's (the importer keys one clip frame a scene frame)."""
-    if os.path.splitext(path)[1].lower() != ".bvh":
+def _clip_warnings(scene, clip):
+    """What a user should know of a BVH clip that imported (``clip``: bvh_frames', None for other sources): fewer
+    frames than its header declares, a frame rate other than the scene's (the importer keys one clip frame a scene
+    frame)."""
+    if clip is None:
         return []
-    declared, held, step = bvh_frames(path)
+    declared, held, step = clip
     out = []
     if held < declared:
         out.append(f"the BVH declares {declared} frames and holds {held} (the file is cut short?): {held} were read")
