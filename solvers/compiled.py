@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from itertools import chain
-from types import SimpleNamespace
+from types import FunctionType, SimpleNamespace
 
 import numpy as np
 
@@ -69,7 +69,7 @@ try:
 
     from numba.core.types import unliteral
 
-    def njit(leaf=False, **options):
+    def njit(leaf=False, entry=False, **options):
         """numba's njit, releasing the GIL (frames solved in threads run at once: tracking.Frames), and compiled
         once per argument type, not once more per constant passed (numba types a constant argument as its value:
         evaluate(..., True, ...) and evaluate(..., False, ...) were two compiles of evaluate and all it calls).
@@ -77,9 +77,16 @@ try:
         ``leaf``: a function that makes no array (it writes into those it is given, returns none) compiled
         without numba's reference counting (its ``_nrt=False``): every view it takes (``W[i]``, ``T[3]``) was a
         counted reference, an atomic increment and decrement; without them FK costs 31 % less (kuka). Making
-        an array there fails to compile (numba: NRT required), so the rule is checked by the compiler."""
+        an array there fails to compile (numba: NRT required), so the rule is checked by the compiler.
+
+        ``entry``: called from Python (restarts_kernel, judge, project_packed, memetic). The others are called
+        only from compiled code and compiled without the wrappers Python would call them through (CPython's and a
+        C function's): those wrappers were some 6 s of the core's 32-36 s cold compile. Tests call them through
+        python_callable."""
         if leaf:
             options["_nrt"] = False
+        if not entry:
+            options.update(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
         def compile_(function):
             dispatcher = numba.njit(function, **{"nogil": True, **options})
@@ -91,11 +98,29 @@ try:
             dispatcher.get_call_template = get_call_template
             return dispatcher
         return compile_
+
+    _twins = {}
+
+    def python_callable(function):
+        """A compiled function that is not an entry point (njit's ``entry``), callable from Python: a twin of it
+        compiled with the wrappers (cached apart, under its own name), made once per process. For tests."""
+        twin = _twins.get(function)
+        if twin is None:
+            f = function.py_func
+            copy = FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            copy.__qualname__ = f"{f.__qualname__}__from_python"
+            options = {k: v for k, v in function.targetoptions.items() if k not in ("no_cpython_wrapper",
+                                                                                  "no_cfunc_wrapper", "nopython")}
+            twin = _twins[function] = numba.njit(copy, cache=True, **options)
+        return twin
 except Exception:  # not installed, or its llvmlite cannot load here: the numpy path serves
     numba = None
 
-    def njit(leaf=False, **options):
+    def njit(leaf=False, entry=False, **options):
         return lambda function: function
+
+    def python_callable(function):
+        return function
 
 
 BACKGROUND_LIMIT = 900.0  # seconds: a background compile still running then is stopped (numpy serves)
@@ -472,11 +497,11 @@ class Kernel:
 
     def tree_arrays(self):
         """The tree's tuple the kernels' inner functions take (made by _tree: for tests)."""
-        return _tree(_with_origins(self.tree))
+        return python_callable(_tree)(_with_origins(self.tree))
 
     def goal_arrays(self):
         """The goals' tuple the kernels' inner functions take (made by _goals: for tests)."""
-        return _goals(self._gp)
+        return python_callable(_goals)(self._gp)
 
     def remember(self, q, errors, cost):
         """What a kernel judged at the answer q it returned (the array itself): key and result then need not
@@ -1177,7 +1202,7 @@ def project(q, T):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, entry=True)
 def project_packed(q, tp):
     """project, from Python: the tree packed."""
     return project(q, _tree(tp))
@@ -1548,12 +1573,17 @@ def _step_into(q, t, dq, T, out):
     _project_into(out, T, out)
 
 
-@njit(cache=True)
+_NO_DRAW = np.empty(0)  # lm_kernel's sampling bounds: a single search draws no start
+
+
 def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
               backtracks, tp, gp):
-    """_lm from Python: the tree and goals packed (Kernel.arrays)."""
-    return _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
-               backtracks, _tree(tp), _goals(gp))
+    """One _lm search from Python, the tree and goals packed (Kernel.arrays): restarts_kernel allowed no new start
+    (one entry point compiled, not two: each compiles _lm and all it calls anew, 2 s). Returns (q, status: an index
+    of MESSAGES, iterations, every goal met, E, each goal's error and angle at q (G, 2))."""
+    out = restarts_kernel(q, np.zeros(1, dtype=np.int64), 0, max_iterations, 0, -1, stall, stall_ratio, damping_bias,
+                          damping_scale, damping_start, step_tol, residual_tol, backtracks, _NO_DRAW, _NO_DRAW, tp, gp)
+    return out[0], out[8], out[6], out[2], out[3], out[4]
 
 
 @njit(cache=True)
@@ -1738,7 +1768,7 @@ def _random_into(out, low, span, T):
     _project_into(out, T, out)
 
 
-@njit(cache=True)
+@njit(cache=True, entry=True)
 def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, stall_ratio, damping_bias,
                     damping_scale, damping_start, step_tol, residual_tol, backtracks, low, span, tp, gp):
     """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
@@ -1746,7 +1776,8 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
     until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit).
     in_a_row (1,) counts the partial restarts in a row, across calls. Returns (the search's q when the iterations
     ran out (to go on from; the next search's start when the last one ended with them) or the last answer, the best q, its (met, E, errors
-    (G, 2)), new starts made, iterations, whether the iterations ran out)."""
+    (G, 2)), new starts made, iterations, whether the iterations ran out, the last search's status (an index of
+    MESSAGES))."""
     T, G = _tree(tp), _goals(gp)
     total, used = 0, 0
     best_q, best_met, best_E = q.copy(), False, np.inf
@@ -1757,25 +1788,25 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
                                                         damping_scale, damping_start, step_tol, residual_tol,
                                                         backtracks, T, G)
         total += its
-        if (met and not best_met) or (met == best_met and E < best_E):  # (q_end: _lm's own array, not written
-            # again)
+        if used == 0 or (met and not best_met) or (met == best_met and E < best_E):  # (the first search's even
+            # when its E is not a number; q_end: _lm's own array, not written again)
             best_q, best_met, best_E, best_errors = q_end, met, E, errors
         if met:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False, status
         if status == 1:  # the search itself ran out: the next call goes on with it
-            return q_end, best_q, best_met, best_E, best_errors, used, total, True
+            return q_end, best_q, best_met, best_E, best_errors, used, total, True, status
         if 0 <= max_starts <= used:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False
+            return q_end, best_q, best_met, best_E, best_errors, used, total, False, status
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
         _random_into(draw, low, span, T)
         q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
-            return q, best_q, best_met, best_E, best_errors, used, total, True
+            return q, best_q, best_met, best_E, best_errors, used, total, True, status
 
 
-@njit(cache=True)
+@njit(cache=True, entry=True)
 def judge(q, tp, gp):
     """(errors (G, 2): each goal's error and angle, cost sum w |r|^2 / 2) at q (the tree and goals packed)."""
     T, G = _tree(tp), _goals(gp)
@@ -1832,7 +1863,7 @@ def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1
             if met is None:
                 return _seed_answer(k, q, tp)
             return q, MESSAGES[0] if met else MESSAGES[1]
-        q, status, iterations, met, E, errors, _ = _timed(k, lm_kernel, q, left, int(stall or 0), float(stall_ratio),
+        q, status, iterations, met, E, errors = _timed(k, lm_kernel, q, left, int(stall or 0), float(stall_ratio),
                                                           float(damping_bias), float(damping_scale),
                                                           float(damping_start), float(step_tol), float(residual_tol),
                                                           int(backtracks), tp, gp)
@@ -1890,7 +1921,7 @@ def run_restarts(k, problem, q, budget, rng=None, stall=RESTART_STALL, damping_b
         left = _chunk(k, budget)
         if left <= 0 or budget.past_deadline():
             break
-        q, found, met, E, errors, used, iterations, ran_out = _timed(
+        q, found, met, E, errors, used, iterations, ran_out, _ = _timed(
             k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
             int(stall or 0), float(stall_ratio), float(damping_bias), float(damping_scale), float(damping_start),
             float(step_tol), float(residual_tol), int(backtracks), low, span, tp, gp)
@@ -2196,7 +2227,7 @@ def _fitness_rows(Q, f, grad, met, T, G, chain):
 _START, _GENERATION, _FITNESS = 0, 1, 2  # memetic's tasks
 
 
-@njit(cache=True)
+@njit(cache=True, entry=True)
 def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low, span, tp, gp, chain):
     """The compiled memetic solver's one entry point (an entry point compiles everything it calls anew, some 10 s
     each): with numba's random numbers seeded by ``seed``,

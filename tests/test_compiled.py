@@ -27,6 +27,12 @@ ROBOTS = [("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"), ("franka_panda", 
           ("baxter", "right_arm_mount", "right_wrist"), ("kuka_kr120r2500pro", "base_link", "tool0")]
 
 
+def _py(function):
+    """A compiled inner function called from here: its twin that Python can call (the kernels' inner functions are
+    compiled without Python's wrappers)."""
+    return compiled.python_callable(function)
+
+
 def _robot(name, base, tip):
     return Tree.from_urdf(os.path.join(URDF, f"{name}.urdf"), base_link=base, tip_links=[tip])
 
@@ -50,11 +56,11 @@ def _compare(tree, goals, q):
     k = compiled.kernel(problem)
     assert k is not None
     T, G = k.tree_arrays(), k.goal_arrays()
-    W = compiled.fk(q, T)
+    W = _py(compiled.fk)(q, T)
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
-    m = compiled.size(G)
+    m = _py(compiled.size)(G)
     r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
-    met, _ = compiled.evaluate(q, T, G, compiled.workspace(tree.n, len(tree.link_names), m), r, J, True, errors)
+    met, _ = _py(compiled.evaluate)(q, T, G, _py(compiled.workspace)(tree.n, len(tree.link_names), m), r, J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
@@ -104,7 +110,7 @@ def test_bones_and_free_roots_match_numpy():
         kinds |= {type(m).__name__ + ("-elbow" if getattr(m, "elbow", False) else "") for m in tree.models}
         for q in list(tree.random_configurations(rng, 2)) + [3.0 * rng.normal(size=tree.n)]:
             k = compiled.kernel(Problem(tree, _every_goal(tree, rng)))
-            assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q[None])[0]).max() < 1e-12
+            assert np.abs(_py(compiled.project)(q, k.tree_arrays()) - tree.project(q[None])[0]).max() < 1e-12
             _compare(tree, _every_goal(tree, rng), tree.project(q[None])[0])
         for m in tree.models:
             if hasattr(m, "nearest"):
@@ -112,7 +118,7 @@ def test_bones_and_free_roots_match_numpy():
         tree._compiled_arrays = None
         q = 3.0 * rng.normal(size=tree.n)
         k = compiled.kernel(Problem(tree, _every_goal(tree, rng)))
-        assert np.abs(compiled.project(q, k.tree_arrays()) - tree.project(q[None])[0]).max() < 1e-12
+        assert np.abs(_py(compiled.project)(q, k.tree_arrays()) - tree.project(q[None])[0]).max() < 1e-12
     assert {"ScalarModel", "BallModel", "FreeModel", "SwingTwistModel", "SwingTwistModel-elbow", "StretchModel"} <= kinds
 
 
@@ -180,14 +186,14 @@ def test_the_dual_step_is_the_normal_equations_step():
                     sliding[i] = True
             lam = 10.0 ** rng.uniform(-9, 0)
             N, grad = np.empty((n, n)), np.empty(n)
-            compiled._normal_equations(J, r, D, row_var, N, grad)
+            _py(compiled._normal_equations)(J, r, D, row_var, N, grad)
             primal = np.empty(n)
-            compiled._damped_step(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal, np.empty((n, n)),
+            _py(compiled._damped_step)(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal, np.empty((n, n)),
                                   np.empty(n), np.empty((n, n)), np.empty(n))
-            dw = compiled._dual_workspace(row_var, n, L, True)
-            compiled._sparse_rows(J, r, D, row_var, dw[1][0], dw[1][1])
+            dw = _py(compiled._dual_workspace)(row_var, n, L, True)
+            _py(compiled._sparse_rows)(J, r, D, row_var, dw[1][0], dw[1][1])
             dual = np.empty(n)
-            compiled._dual_step(J, r, lam, D, held, cols, blocks, sliding, sliding.any(), dual, dw)
+            _py(compiled._dual_step)(J, r, lam, D, held, cols, blocks, sliding, sliding.any(), dual, dw)
             # the same system solved two ways: equal to what the condition numbers of both systems allow
             P, C = np.eye(n), np.zeros(n)
             for i in np.flatnonzero(sliding):
@@ -204,7 +210,7 @@ def test_the_dual_step_is_the_normal_equations_step():
             slid += sliding.any()
             dense_compared += 0 < len(dw[0]) < n
     assert slid > 20 and dense_compared > 20
-    assert not compiled._use_dual(6, 7) and compiled._use_dual(21, 96)  # Table I's arm: n x n; the tracked human: dual
+    assert not _py(compiled._use_dual)(6, 7) and _py(compiled._use_dual)(21, 96)  # Table I's arm: n x n; the tracked human: dual
 
 
 @pytest.mark.parametrize("robot", ROBOTS, ids=[r[0] for r in ROBOTS])
@@ -313,8 +319,19 @@ def test_a_kernel_is_compiled_once_per_argument_type_not_per_constant_passed():
     def outer(x, flag):
         return inner(x, True, 2) + inner(x, False, 3) + inner(x, flag, 4) + inner(x, x > 0.0, 5)
 
-    assert compiled.njit()(outer)(1.5, True) == 1.5 * 2 - 1.5 + 1.5 * 4 + 1.5 * 5
+    assert compiled.njit(entry=True)(outer)(1.5, True) == 1.5 * 2 - 1.5 + 1.5 * 4 + 1.5 * 5
     assert len(inner.overloads) == 1, list(inner.overloads)
+
+
+def test_only_the_entry_points_are_compiled_with_pythons_wrappers():
+    """The kernels' inner functions are compiled without the wrappers Python calls through (some 6 s of the
+    core's cold compile); the entry points Python calls have them, and an inner function's twin serves a test."""
+    for entry in (compiled.restarts_kernel, compiled.judge, compiled.project_packed, compiled.memetic):
+        assert not entry.targetoptions.get("no_cpython_wrapper"), entry
+    for inner in (compiled._lm, compiled.evaluate, compiled.fk_into, compiled._tree, compiled._generation):
+        assert inner.targetoptions.get("no_cpython_wrapper") and inner.targetoptions.get("no_cfunc_wrapper"), inner
+    twin = _py(compiled._use_dual)
+    assert twin is _py(compiled._use_dual) and twin(21, 96)
 
 
 def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
@@ -381,7 +398,8 @@ def test_a_shipped_compiled_core_is_loaded_where_the_extension_is_installed(tmp_
 
     report = run("user")
     assert report["file"].startswith(str(tmp_path)) and report["adopted"] and not report["stamp"]
-    assert report["compiled"] == 0 and report["loaded"] >= 5  # (the stamps written once they loaded)
+    assert report["compiled"] == 0 and report["loaded"] >= 4  # (the four entry points; the stamps written once they
+    # loaded)
     assert not run("user")["adopted"]  # the next process finds them there
     with open(package / "solvers" / "compiled.py", "a") as fh:  # another source: its shipped kernels are stale
         fh.write("\n# changed\n")
@@ -498,7 +516,7 @@ def test_a_restart_changes_only_the_stuck_limbs_first():
     others = tree.ancestors[[tree.link(x) for x in ("left_hand", "left_foot", "right_foot")]].any(axis=0)
     changed = []
     for level in (0, 1, 2):
-        start, partial = compiled._restart(q, seed, stuck, level, T, G)
+        start, partial = _py(compiled._restart)(q, seed, stuck, level, T, G)
         assert partial == (level < 2)
         changed.append(start != q)
     assert np.array_equal(changed[0], moves & ~others) and changed[0].sum() >= 4  # the right arm
@@ -532,7 +550,7 @@ def test_a_restart_leaves_alone_what_no_goal_sees():
     for label, goal in (("head", Position("l3", [1, 1, 1])), ("tail", Position("l3", [1, 1, 1], offset=(0, 0, 1))),
                         ("pose", Pose("l3", np.eye(4))), ("prismatic", Position("l4", [1, 1, 1]))):
         k = compiled.kernel(Problem(tree, [goal]))
-        start, partial = compiled._restart(q, seed, np.array([True]), 0, k.tree_arrays(), k.goal_arrays())
+        start, partial = _py(compiled._restart)(q, seed, np.array([True]), 0, k.tree_arrays(), k.goal_arrays())
         drawn[label] = {name for name in tree.joint_names if start[tree.var(name)] != 0.0}
     assert drawn["head"] == {"a", "b"}
     assert drawn["tail"] == drawn["pose"] == {"a", "b", "c"}
@@ -685,7 +703,7 @@ def test_the_compiled_fitness_is_numpys_eq14_with_its_gradient():
             assert np.allclose(g[p], fd, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(fd).max()))
             assert met[p] == problem.satisfied(problem.state(q))
     phi = np.sort(np.random.default_rng(0).random(9))
-    assert np.allclose(compiled._extinction(phi), memetic._extinction(phi), atol=1e-15)
+    assert np.allclose(_py(compiled._extinction)(phi), memetic._extinction(phi), atol=1e-15)
 
 
 def _population(tree, goals, P, seed):
@@ -730,7 +748,7 @@ def test_a_compiled_generation_keeps_elites_sorted_feasible_individuals():
     X_new = X[:E].copy()
     X_new[1] = X[0]  # as fit as the best: fitter than elite 1 unless equal
     old_x, old_m, old_phi = X[1].copy(), M[1].copy(), phi[1]
-    improved, _ = compiled._adopt_elites(X, M, phi, X_new, T, G, chain, *compiled._memetic_workspace(tree.n, T, G))
+    improved, _ = _py(compiled._adopt_elites)(X, M, phi, X_new, T, G, chain, *_py(compiled._memetic_workspace)(tree.n, T, G))
     if phi[0] < old_phi:
         assert improved and np.array_equal(X[1], X_new[1]) and phi[1] == phi[0]
         step = X_new[1] - old_x
@@ -746,10 +764,10 @@ def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
     tip = ROBOTS[2][2]
     goal = [Pose(tip, tree.fk_batch(tree.random_configurations(1, 1))[0, tree.link(tip)])]
     X, M, phi, best, best_phi, call, (T, G, chain, k) = _population(tree, goal, 30, 5)
-    ws = compiled._memetic_workspace(tree.n, T, G)
+    ws = _py(compiled._memetic_workspace)(tree.n, T, G)
     E = 3
     before = X.copy()
-    compiled._offspring(X, M, phi, compiled._extinction(phi), E, 2, np.ascontiguousarray(tree.sample_lower),
+    _py(compiled._offspring)(X, M, phi, _py(compiled._extinction)(phi), E, 2, np.ascontiguousarray(tree.sample_lower),
                         np.ascontiguousarray(tree.span()), T, G, chain, *ws)
     assert all(any(np.array_equal(x, e) for x in X) for e in before[:E])
     new = [x for x in X if not any(np.array_equal(x, e) for e in before[:E])]
@@ -760,9 +778,9 @@ def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
     X[:] = q
     M[:] = 0.0
     phi[:] = np.linspace(1.0, 2.0, len(phi))  # extinction factors 0 (the best) ... 1
-    xi = compiled._extinction(phi)
+    xi = _py(compiled._extinction)(phi)
     np.random.seed(0)
-    compiled._offspring(X, M, phi, xi, E, 2, np.ascontiguousarray(tree.sample_lower),
+    _py(compiled._offspring)(X, M, phi, xi, E, 2, np.ascontiguousarray(tree.sample_lower),
                         np.ascontiguousarray(tree.span()), T, G, chain, *ws)
     moved = np.abs(X - q)
     assert moved.max() > 0.01 and np.all(moved <= tree.span() + 1e-9)
