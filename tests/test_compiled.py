@@ -60,7 +60,8 @@ def _compare(tree, goals, q):
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
     m = _py(compiled.size)(G)
     r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
-    met, _ = _py(compiled.evaluate)(q, T, G, _py(compiled.workspace)(tree.n, len(tree.link_names), m), r, J, True, errors)
+    ws = _py(compiled.workspace)(tree.n, len(tree.link_names), m)
+    met, _ = _py(compiled.evaluate)(q, T, G, ws, r, J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
@@ -188,8 +189,8 @@ def test_the_dual_step_is_the_normal_equations_step():
             N, grad = np.empty((n, n)), np.empty(n)
             _py(compiled._normal_equations)(J, r, D, row_var, N, grad)
             primal = np.empty(n)
-            _py(compiled._damped_step)(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal, np.empty((n, n)),
-                                  np.empty(n), np.empty((n, n)), np.empty(n))
+            _py(compiled._damped_step)(N, grad, lam, D, held, cols, blocks, sliding, sliding.any(), primal,
+                                       np.empty((n, n)), np.empty(n), np.empty((n, n)), np.empty(n))
             dw = _py(compiled._dual_workspace)(row_var, n, L, True)
             _py(compiled._sparse_rows)(J, r, D, row_var, dw[1][0], dw[1][1])
             dual = np.empty(n)
@@ -210,7 +211,8 @@ def test_the_dual_step_is_the_normal_equations_step():
             slid += sliding.any()
             dense_compared += 0 < len(dw[0]) < n
     assert slid > 20 and dense_compared > 20
-    assert not _py(compiled._use_dual)(6, 7) and _py(compiled._use_dual)(21, 96)  # Table I's arm: n x n; the tracked human: dual
+    use_dual = _py(compiled._use_dual)
+    assert not use_dual(6, 7) and use_dual(21, 96)  # Table I's arm: n x n; the tracked human: dual
 
 
 @pytest.mark.parametrize("robot", ROBOTS, ids=[r[0] for r in ROBOTS])
@@ -748,7 +750,8 @@ def test_a_compiled_generation_keeps_elites_sorted_feasible_individuals():
     X_new = X[:E].copy()
     X_new[1] = X[0]  # as fit as the best: fitter than elite 1 unless equal
     old_x, old_m, old_phi = X[1].copy(), M[1].copy(), phi[1]
-    improved, _ = _py(compiled._adopt_elites)(X, M, phi, X_new, T, G, chain, *_py(compiled._memetic_workspace)(tree.n, T, G))
+    ws = _py(compiled._memetic_workspace)(tree.n, T, G)
+    improved, _ = _py(compiled._adopt_elites)(X, M, phi, X_new, T, G, chain, *ws)
     if phi[0] < old_phi:
         assert improved and np.array_equal(X[1], X_new[1]) and phi[1] == phi[0]
         step = X_new[1] - old_x
