@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """``python -m fullbody_ik ...``: the command line with the pip bpy module (see cli.py)."""
 
+import os
 import sys
 
 
@@ -14,7 +15,13 @@ def _main():
     import fullbody_ik
 
     fullbody_ik.register()
-    return main(argv)
+    code = main(argv)
+    # The one document (--json) is out: what prints on standard output from here on, as the process exits, goes to
+    # standard error (bpy 5.0.1 prints "Error: Not freed memory blocks: ..." there after a job that failed early on a
+    # file with meshes, and a farm parsing standard output read two documents).
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    return code
 
 
 if __name__ == "__main__":

@@ -70,14 +70,15 @@ def _bake_options(p, command="bake"):
     if command == "bake":
         p.add_argument("--replace", action="store_true",
                        help="write into the current action (a backup copy is kept) instead of a new action")
-        p.add_argument("--thin", type=float, default=0.0, metavar="TOL",
+        p.add_argument("--thin", type=_finite_non_negative, default=0.0, metavar="TOL",
                        help="drop keys the curve reproduces within TOL (default 0: key every frame)")
-        p.add_argument("--continuity", type=float, default=1e-4, metavar="W",
+        p.add_argument("--continuity", type=_finite_non_negative, default=1e-4, metavar="W",
                        help="weight of staying near the previous frame's pose (default 1e-4)")
     from .solvers.methods import METHODS
 
     p.add_argument("--method", choices=list(METHODS), help="solver (default: the armature's settings)")
-    p.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame (default: the armature's)")
+    p.add_argument("--time-limit", type=_finite_non_negative, metavar="SECONDS",
+                   help="per frame (default: the armature's)")
     p.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
                    help="a frame whose goal misses by more (world units; foot placement: a contact that far off "
                         "the terrain) fails the job: exit 1, the result kept for inspection (default 0.01: 1 cm; "
@@ -105,10 +106,11 @@ def _retarget_options(rt):
     rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
     rt.add_argument("--hands", action="store_true",
                     help="hold the hands where the source's are from its pelvis (scaled), with the contacts")
-    rt.add_argument("--bvh-scale", type=float, default=1.0, metavar="S",
+    rt.add_argument("--bvh-scale", type=_positive, default=1.0, metavar="S",
                     help="a BVH source's length unit in metres (default 1; the motion is scaled to the character "
                          "by hip heights anyway, except with --root kept)")
-    rt.add_argument("--time-limit", type=float, metavar="SECONDS", help="per frame of the contact solve")
+    rt.add_argument("--time-limit", type=_finite_non_negative, metavar="SECONDS",
+                    help="per frame of the contact solve")
     rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
                     help="a contact further off the floor fails the job (exit 1, result kept; default 0.01)")
     _frames_options(rt)
@@ -133,6 +135,20 @@ def _non_negative(text):
         raise argparse.ArgumentTypeError(f"expected a number (or inf), got {text!r}") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more (or inf), got {text!r}")
+    return value
+
+
+def _finite_non_negative(text):
+    value = _non_negative(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, 0 or more, got {text!r}")
+    return value
+
+
+def _positive(text):
+    value = _finite_non_negative(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
     return value
 
 
@@ -184,15 +200,12 @@ SUFFIX = {"bake": "baked", "footplant": "footplant", "retarget": "retarget"}
 
 
 def parse_frames(text):
-    """'1-250' or '7' -> (first, last); UsageError for anything else, or an inverted or empty range."""
-    try:
-        if text.count("-") == 1 and not text.startswith("-"):
-            a, b = text.split("-")
-        else:
-            a = b = text
-        first, last = int(a), int(b)
-    except ValueError:
-        raise UsageError(f"--frames expects FIRST-LAST (like 1-250), got {text!r}") from None
+    """'1-250', '7' or '-10--1' -> (first, last); UsageError for anything else, or an inverted range."""
+    m = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", text)  # (frames may be negative: --frames=-10--1)
+    if m is None:
+        raise UsageError(f"--frames expects FIRST-LAST (like 1-250), got {text!r}")
+    first = int(m.group(1))
+    last = first if m.group(2) is None else int(m.group(2))
     if last < first:
         raise UsageError(f"--frames {text}: inverted range (the last frame comes before the first)")
     return first, last
@@ -240,6 +253,8 @@ def _find_armature(bpy, name, need_goals=True):
             listed = ", ".join(repr(o.name) for o in arms) or "none"
             raise Failure(f"no armature named {name!r} in the file (armatures: {listed})")
         return obj
+    if not arms:
+        raise Failure("the file holds no armature")
     if not need_goals:
         if len(arms) == 1:
             return arms[0]
@@ -274,7 +289,7 @@ def _use_action(obj, name):
 def _open_blend(bpy, path):
     """Open a .blend file (UsageError when it is missing, Failure when Blender cannot read it)."""
     if not os.path.isfile(path):
-        raise UsageError(f"no such file: {path}")
+        raise UsageError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
     with _stdout_to_stderr():
         try:
             bpy.ops.wm.open_mainfile(filepath=os.path.abspath(path), load_ui=False)
@@ -469,7 +484,7 @@ def _load(bpy, path, what, bvh_scale=1.0):
     if kind is None:
         raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
     if not os.path.isfile(path):
-        raise UsageError(f"no such file: {path}")
+        raise UsageError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
     before = set(bpy.data.objects)
     with _importer_output():
         try:

@@ -262,6 +262,15 @@ def check_bake(obj, options):
     if action is not None and action.library is not None:
         raise RigError(f"action {action.name!r} is linked from {action.library.filepath!r} (read-only): make it "
                        "local first (Object > Relations > Make Local)")
+    if options.replace and action is not None:  # keys written into an action a goal's target plays would move
+        # the target with them: the goals met on the targets read before would not be met on the targets after
+        for g in obj.fullbody_ik.goals:
+            t = g.target
+            tad = getattr(t, "animation_data", None) if g.enabled and t is not None and t != obj else None
+            if tad is not None and tad.action == action and tad.action_slot == ad.action_slot:
+                raise RigError(f"replacing the keys of action {action.name!r} would move goal target {t.name!r}, "
+                               "which plays the same action (and slot): bake into a new action (without Replace), "
+                               f"or give {t.name!r} a copy of its own")
     if options.thin < 0 or options.continuity < 0 or options.time_limit < 0:
         raise RigError("thinning tolerance, continuity weight and time limit must not be negative")
     if not options.max_error >= 0 or not options.angle_threshold() >= 0:

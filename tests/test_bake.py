@@ -139,6 +139,24 @@ def test_replace_keeps_a_backup(scene):
     assert len(fcs) == 3 and all(len(fc.keyframe_points) == 2 for fc in fcs)  # the original elbow keys
 
 
+def test_replace_is_refused_when_a_goal_target_plays_the_same_action(scene):
+    """Keys written into the action a goal's target plays (a duplicate of the mocap shares it) would move the
+    target: the bake's verdict, judged on the targets read before, said OK with the saved rig 50 mm off."""
+    obj, target = scene
+    ad, tad = obj.animation_data, target.animation_data
+    tad.action, tad.action_slot = ad.action, ad.action_slot  # (the target stays where it is: no key of the
+    # action moves an empty)
+    keys = [tuple(k.co) for fc in channelbag(target).fcurves for k in fc.keyframe_points]
+    with pytest.raises(RuntimeError, match="would move goal target 'Target'"):
+        bpy.ops.fullbody_ik.bake(replace=True)
+    assert [tuple(k.co) for fc in channelbag(target).fcurves for k in fc.keyframe_points] == keys
+    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}  # into a new action: the target keeps its own
+    assert ad.action is not tad.action
+    assert [tuple(k.co) for fc in channelbag(target).fcurves for k in fc.keyframe_points] == keys
+    for f in (3, 11, 20):
+        assert tip_error(obj, target, f) < 2e-4
+
+
 def test_thinning_keeps_the_curve_within_tolerance(scene):
     obj, target = scene
     assert bpy.ops.fullbody_ik.bake(thin=1e-3) == {"FINISHED"}

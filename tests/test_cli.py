@@ -103,6 +103,24 @@ def test_missing_file_and_broken_scenes(tmp_path, scene_file):
         assert not out.exists()
 
 
+def test_early_failures_name_what_is_wrong_and_json_stays_one_document(tmp_path, scene_file):
+    """A file of Blender's default scene (meshes, no armature): one line naming it, exit 1, and standard output
+    one JSON document (bpy 5.0.1 printed "Error: Not freed memory blocks" there after it, as the process ended).
+    Bad option values exit 2 naming the option; a folder is not "no such file"."""
+    bpy.ops.wm.read_factory_settings()
+    path = tmp_path / "cube.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    proc = run("bake", path, "--json")
+    assert proc.returncode == 1 and "the file holds no armature" in proc.stderr
+    assert json.loads(proc.stdout)["error"].startswith("the file holds no armature")
+    for option, value in (("--thin", "-1"), ("--continuity", "-0.5"), ("--time-limit", "nan"),
+                          ("--time-limit", "-1")):
+        proc = run("bake", scene_file, option, value)
+        assert proc.returncode == 2 and f"argument {option}" in proc.stderr, (option, proc.stderr)
+    proc = run("bake", tmp_path)
+    assert proc.returncode == 2 and "is a folder, not a file" in proc.stderr
+
+
 def test_batch_bakes_in_parallel_and_one_failure_does_not_stop_the_others(tmp_path):
     good = [save_scene(tmp_path / f"good{i}.blend") for i in range(2)]
     bad = save_scene(tmp_path / "bad.blend", "target deleted")
@@ -145,8 +163,8 @@ def test_blender_command_handler_bakes_the_open_file(tmp_path):
 
 def test_parse_frames():
     assert cli.parse_frames("1-250") == (1, 250) and cli.parse_frames("7") == (7, 7)
-    assert cli.parse_frames("-5") == (-5, -5)
-    for bad in ("5-1", "a-b", "1-2-3", ""):
+    assert cli.parse_frames("-5") == (-5, -5) and cli.parse_frames("-10--1") == (-10, -1)  # (Blender's frames can be)
+    for bad in ("5-1", "a-b", "1-2-3", "", "1-", "1--", "-1--5"):
         with pytest.raises(cli.UsageError):
             cli.parse_frames(bad)
 
