@@ -290,7 +290,7 @@ def _open_blend(bpy, path):
     """Open a .blend file (UsageError when it is missing, Failure when Blender cannot read it)."""
     if not os.path.isfile(path):
         raise UsageError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
-    with _stdout_to_stderr():
+    with _importer_output():  # (Blender's own line of a file it cannot read: our error names it, once)
         try:
             bpy.ops.wm.open_mainfile(filepath=os.path.abspath(path), load_ui=False)
         except RuntimeError as e:

@@ -91,6 +91,7 @@ class BakeReport:
     max_error: float = 0.01  # world units
     max_angle: float = np.radians(1.0)
     solved_errors: np.ndarray = None  # (frames, goals) as the solver left them
+    hints: list = field(default_factory=list)  # why goals were missed, where it can be told (reach_hints)
 
     def shown_difference(self):
         """(largest length, largest angle) by which the pose Blender shows differs from the solved one."""
@@ -151,7 +152,7 @@ class BakeReport:
             "armature": self.armature, "method": self.method, "source_action": self.source_action,
             "action": self.action, "backup_action": self.backup_action, "bones": self.bones, "keys": self.keys,
             "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
-            "warnings": self.warnings, "ok": self.ok, "verdict": self.verdict(),
+            "warnings": self.warnings, "hints": self.hints, "ok": self.ok, "verdict": self.verdict(),
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
                           "solved_errors": None if self.solved_errors is None
@@ -187,6 +188,9 @@ class BakeReport:
         if length > 1e-4 or angle > 1e-3:
             lines.append(f"  the pose Blender shows differs from the solved one by up to {length * 1e3:.3f} mm, "
                          f"{np.degrees(angle):.3f} deg (errors above and the verdict are Blender's)")
+        if self.hints:
+            lines.append("  why goals were missed:")
+            lines += [f"    {h}" for h in self.hints]
         if self.warnings:
             lines.append("  what the solve does not model (the pose Blender shows may differ from the solved one):")
             lines += [f"    {w}" for w in self.warnings]
@@ -345,6 +349,7 @@ class Baker:
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
+        self.anchors = []  # per frame, where the tree's chains start (chain_roots): a missed goal's reach_hints
         self.bases = []  # per frame read, the solved bones' bases as the action poses them
         self._animated = None  # (the last changed basis read, its configuration): _follow
         self.solve_ms, self.frame_ms, self.read_ms = [], [], []
@@ -409,6 +414,7 @@ class Baker:
         seed = q_anim if self.pool is not None or self.tracker.previous is None else self.tracker.previous
         objectives = self.goals.objectives(f, q_anim, seed)
         self.scales.append(world_scale(obj))  # errors in world units, as the tolerances and --max-error
+        self.anchors.append(fixed_positions(tree, chain_roots(tree)))  # (the tree's origins are this frame's)
         self.objectives.append(objectives)
         return objectives, q_anim
 
@@ -606,8 +612,88 @@ class Baker:
                                 for name, (f, off) in self.scaled.items()],
                             self.options.max_error, self.options.angle_threshold(),
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
+        missed = report.missed()
+        if missed.any():
+            rows = np.flatnonzero(missed)
+            anchors = np.array(self.anchors)
+            report.hints = reach_hints(self.tree, [self.objectives[k] for k in rows], self.columns, self.labels,
+                                       [self.scales[k] for k in rows], anchors[rows],
+                                       anchors.size and np.ptp(anchors, axis=0).max() > 1e-9)
         keep_report(action, report)
         return report
+
+
+def chain_roots(tree):
+    """The links whose joint is the first to move on the way down from the root (nothing above them moves): where
+    the reach of a chain is measured from. Known once per tree."""
+    known = tree.__dict__.get("_chain_roots")
+    if known is None:
+        known = tree._chain_roots = sorted({int(i) for i in tree.var_link
+                                            if tree.parent[i] < 0 or not tree.ancestors[tree.parent[i]].any()})
+    return known
+
+
+def fixed_positions(tree, links):
+    """(len(links), 3): where links that nothing above moves are (their joint origins composed up to the root,
+    with the tree's origins as they are: a frame's)."""
+    out = np.zeros((len(links), 3))
+    for k, i in enumerate(links):
+        M = tree.origin[i]
+        j = tree.parent[i]
+        while j >= 0:
+            M = tree.origin[j] @ M
+            j = tree.parent[j]
+        out[k] = M[:3, 3]
+    return out
+
+
+def reach_hints(tree, frames, columns, labels, scales, anchors, root_moves=False):
+    """Why position goals were missed, where the tree tells: no bone above the goal free to move, or its target
+    further from the first bone that moves (its chain's root: chain_roots) than the bones between them reach
+    (their joint offsets and the goal's offset summed), for chains without a translation (a free root, a prismatic
+    joint, IK stretch). Per missed frame: ``frames`` its objectives, ``scales`` world units per tree unit,
+    ``anchors`` fixed_positions of chain_roots; ``columns``, ``labels``: the report's; ``root_moves``: whether the
+    chains' roots move over the frames (the action moves them). Returns sentences."""
+    from ..solvers.joints import FreeModel, ScalarModel, StretchModel
+
+    moving = set()  # variables that translate: a free root's translation, a prismatic joint, a stretch
+    for m in tree.models:
+        for row in range(len(m.frames)):
+            if type(m) is FreeModel:
+                moving.update(int(v) for v in m.vars[row, :3])
+            elif type(m) is StretchModel or (type(m) is ScalarModel and m.prismatic[row]):
+                moving.add(int(m.vars[row, 0]))
+    roots = chain_roots(tree)
+    hints, seen, far = [], set(), False
+    for (i, _), label in zip(columns, labels):
+        if i in seen or not frames:
+            continue
+        seen.add(i)
+        first = frames[0][i]
+        position = first.position if type(first) is Pose else first if type(first) is Position else None
+        if position is None:
+            continue
+        link = tree.link(position.link)
+        chain = np.flatnonzero(tree.ancestors[link])
+        if not len(chain):
+            hints.append(f"{label}: no bone above it is free to move (locked, or nothing between it and the root)")
+            continue
+        if moving.intersection(chain.tolist()):
+            continue  # (its reach is not a length)
+        base = next(b for b in roots if b in {int(tree.var_link[v]) for v in chain})
+        reach = tree.chain_length(link) - tree.chain_length(base) + float(np.linalg.norm(position.offset))
+        beyond = np.array([(np.linalg.norm((o.position if type(o) is Pose else o).target - at[roots.index(base)])
+                            - reach) * scale for o, at, scale in zip((f[i] for f in frames), anchors, scales)])
+        out = beyond > 1e-6 * max(reach * float(np.mean(scales)), 1e-9)
+        if out.any():
+            hints.append(f"{label}: its target was out of reach on {int(out.sum())} of {len(frames)} missed frames, "
+                         f"up to {beyond.max() * 1e3:.0f} mm further from {tree.link_names[base]!r} than the bones "
+                         "between them reach")
+            far = True
+    if far and not root_moves and not any(type(m) is FreeModel for m in tree.models):
+        hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "
+                     "Root on and give the hips a goal")
+    return hints
 
 
 def _stacked(objectives):

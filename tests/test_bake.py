@@ -157,6 +157,29 @@ def test_replace_is_refused_when_a_goal_target_plays_the_same_action(scene):
         assert tip_error(obj, target, f) < 2e-4
 
 
+def test_a_missed_goal_out_of_reach_is_told_why(scene):
+    """A target beyond what the bones can reach, the root fixed: the report says the goal was out of reach, by how
+    much, and that the root stays put (Free Root off); reachable frames get no such hint."""
+    obj, target = scene
+    fc = target.animation_data.action.layers[0].strips[0].channelbag(target.animation_data.action_slot).fcurves.find(
+        "location", index=2)
+    for k in fc.keyframe_points:  # from frame 13 on, 1.5 m above the arm's reach (2.8 from the base: 4.3 m up)
+        if k.co[0] >= 13:
+            k.co[1] = 4.3
+            k.handle_left[1] = k.handle_right[1] = 4.3
+    fc.update()
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    missed = [int(f) for f, m in zip(report.frames, report.missed()) if m]
+    assert missed and min(missed) >= 8  # (the curve rises from frame 7's key on)
+    assert len(report.hints) == 2, report.hints
+    reach, root = report.hints
+    assert reach.startswith(f"position b2 tail: its target was out of reach on {len(missed)} of {len(missed)} missed")
+    beyond = math.hypot(0.8, 4.3) - (1.0 + math.sqrt(1.01) + math.sqrt(0.65))  # from b0's head, minus the bones
+    assert "further from 'b0'" in reach and abs(int(reach.split("up to ")[1].split(" mm")[0]) - beyond * 1e3) < 1
+    assert "Free Root is off" in root
+    assert "why goals were missed" in report.text() and report.to_dict()["hints"] == report.hints
+
+
 def test_thinning_keeps_the_curve_within_tolerance(scene):
     obj, target = scene
     assert bpy.ops.fullbody_ik.bake(thin=1e-3) == {"FINISHED"}
