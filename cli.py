@@ -109,6 +109,10 @@ def _retarget_options(rt):
     rt.add_argument("--bvh-scale", type=_positive, default=1.0, metavar="S",
                     help="a BVH source's length unit in metres (default 1; the motion is scaled to the character "
                          "by hip heights anyway, except with --root kept)")
+    rt.add_argument("--clip-rate", choices=("clip", "scene"), default="clip",
+                    help="a BVH clip's frames: one key each (clip, the default, as Blender's importer: a 120 "
+                         "frames/s clip in a 24 frames/s scene plays 5x slower), or resampled to the scene's frame "
+                         "rate (scene: it plays as recorded)")
     rt.add_argument("--time-limit", type=_finite_non_negative, metavar="SECONDS",
                     help="per frame of the contact solve")
     rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
@@ -477,9 +481,10 @@ def _importer_output():
                 sys.stderr.flush()
 
 
-def _load(bpy, path, what, bvh_scale=1.0):
+def _load(bpy, path, what, bvh_scale=1.0, bvh_resample=False):
     """Bring the armatures (and what comes with them) of a motion or character file into the open scene;
-    returns the objects it added."""
+    returns the objects it added. ``bvh_resample``: a BVH's keys at the scene's frame rate (Blender's importer's
+    Scale FPS), not one a frame."""
     kind = IMPORTERS.get(os.path.splitext(path)[1].lower())
     if kind is None:
         raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
@@ -489,7 +494,8 @@ def _load(bpy, path, what, bvh_scale=1.0):
     with _importer_output():
         try:
             if kind == "bvh":
-                bpy.ops.import_anim.bvh(filepath=os.path.abspath(path), global_scale=bvh_scale, rotate_mode="NATIVE")
+                bpy.ops.import_anim.bvh(filepath=os.path.abspath(path), global_scale=bvh_scale, rotate_mode="NATIVE",
+                                        use_fps_scale=bvh_resample)
             elif kind == "fbx":
                 bpy.ops.import_scene.fbx(filepath=os.path.abspath(path))
             elif kind == "gltf":
@@ -566,9 +572,9 @@ def run_retarget(args):
             bpy.ops.wm.read_homefile(use_empty=True)
         characters = _load(bpy, args.target, "target", args.bvh_scale)
     target = _pick_armature(characters, args.target_object, "target", "--target-object")
-    added = _load(bpy, args.source, "source", args.bvh_scale)
+    added = _load(bpy, args.source, "source", args.bvh_scale, args.clip_rate == "scene")
     source = _pick_armature(added, args.source_object, "source", "--source-object")
-    warnings = _clip_warnings(bpy.context.scene, clip)
+    warnings = _clip_warnings(bpy.context.scene, clip, args.clip_rate == "scene")
     if args.action:
         _use_action(source, args.action)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
@@ -591,10 +597,10 @@ def run_retarget(args):
     return dict(result, warnings=warnings)
 
 
-def _clip_warnings(scene, clip):
+def _clip_warnings(scene, clip, resampled=False):
     """What a user should know of a BVH clip that imported (``clip``: bvh_frames', None for other sources): fewer
-    frames than its header declares, a frame rate other than the scene's (the importer keys one clip frame a scene
-    frame)."""
+    frames than its header declares, a frame rate other than the scene's (unless ``resampled`` to it: the importer
+    keys one clip frame a scene frame)."""
     if clip is None:
         return []
     declared, held, step = clip
@@ -602,12 +608,12 @@ def _clip_warnings(scene, clip):
     if held < declared:
         out.append(f"the BVH declares {declared} frames and holds {held} (the file is cut short?): {held} were read")
     scene_fps = scene.render.fps / scene.render.fps_base
-    if step > 0 and abs(1.0 / step - scene_fps) > 0.01 * scene_fps:
+    if step > 0 and abs(1.0 / step - scene_fps) > 0.01 * scene_fps and not resampled:
         clip_fps = 1.0 / step
         ratio = clip_fps / scene_fps
         out.append(f"the clip was recorded at {clip_fps:.4g} frames/s and the scene plays {scene_fps:.4g}: one key a "
-                   f"clip frame plays it {ratio:.3g}x {'slower' if ratio > 1 else 'faster'} than recorded (set the "
-                   f"scene's frame rate to {clip_fps:.4g} to play it as recorded)")
+                   f"clip frame plays it {ratio:.3g}x {'slower' if ratio > 1 else 'faster'} than recorded (--clip-rate "
+                   f"scene resamples it to the scene's rate; or set the scene's frame rate to {clip_fps:.4g})")
     return out
 
 
@@ -617,7 +623,7 @@ def _job(file, args, output, program=None):
     command = args.batch_command
     if command == "retarget":  # a motion file onto the character: both named on the command line
         options = [os.path.abspath(args.target), "--max-error", repr(args.max_error), "--root", args.root,
-                   "--bvh-scale", repr(args.bvh_scale)]
+                   "--bvh-scale", repr(args.bvh_scale), "--clip-rate", args.clip_rate]
         flags = [("--source-object", args.source_object), ("--target-object", args.target_object),
                  ("--action", args.action), ("--frames", args.frames), ("--terrain", args.terrain),
                  ("--time-limit", args.time_limit),

@@ -189,7 +189,14 @@ def test_retarget_through_the_command_line(tmp_path):
     # The clip is 120 frames/s, the scene 24: one key a clip frame plays it 5x slower, said (it was silent)
     assert [w for w in result["warnings"] if "recorded at 120 frames/s and the scene plays 24" in w
             and "5x slower" in w], result["warnings"]
+    resampled = tmp_path / "resampled.blend"  # --clip-rate scene: keyed at the scene's rate, as recorded
+    proc = run("retarget", bvh, character, "--output", resampled, "--clip-rate", "scene", "--no-ik", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not [w for w in json.loads(proc.stdout)["warnings"] if "frames/s" in w]
     fullbody_ik.unregister()
+    bpy.ops.wm.open_mainfile(filepath=str(resampled))
+    start, end = bpy.data.objects["metarig"].animation_data.action.frame_range
+    assert (start, end) == (1, 70)  # 344 frames at 120 /s: 2.87 s at 24 /s
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
     assert [o.name for o in arms] == ["metarig"]
