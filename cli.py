@@ -645,8 +645,8 @@ def _job(file, args, output, program=None):
     if args.independent_frames:
         options.append("--independent-frames")
     for flag, value in flags:
-        if value is not None:
-            options += [flag, str(value)]
+        if value is not None:  # (one argument: a value may begin with "-", a negative frame range or a name)
+            options.append(f"{flag}={value}")
     return {"command": command, "file": os.path.abspath(file), "output": os.path.abspath(output),
             "options": options, "program": program}
 

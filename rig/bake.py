@@ -22,7 +22,7 @@ from .armature import (
     RigError, ShownState, bone_scales, channelbags, limit_violations, poses_from_basis, read_frame_input, read_pose,
     rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
-from .goals import ANGULAR_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
+from .goals import ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -266,15 +266,8 @@ def check_bake(obj, options):
     if action is not None and action.library is not None:
         raise RigError(f"action {action.name!r} is linked from {action.library.filepath!r} (read-only): make it "
                        "local first (Object > Relations > Make Local)")
-    if options.replace and action is not None:  # keys written into an action a goal's target plays would move
-        # the target with them: the goals met on the targets read before would not be met on the targets after
-        for g in obj.fullbody_ik.goals:
-            t = g.target
-            tad = getattr(t, "animation_data", None) if g.enabled and t is not None and t != obj else None
-            if tad is not None and tad.action == action and tad.action_slot == ad.action_slot:
-                raise RigError(f"replacing the keys of action {action.name!r} would move goal target {t.name!r}, "
-                               "which plays the same action (and slot): bake into a new action (without Replace), "
-                               f"or give {t.name!r} a copy of its own")
+    if options.replace and action is not None and ad.action_slot is not None:
+        _check_replace(obj, action, ad.action_slot)
     if options.thin < 0 or options.continuity < 0 or options.time_limit < 0:
         raise RigError("thinning tolerance, continuity weight and time limit must not be negative")
     if not options.max_error >= 0 or not options.angle_threshold() >= 0:
@@ -285,6 +278,26 @@ def check_bake(obj, options):
         if g.enabled and g.target is not None and g.target.name_full not in checked:
             checked.add(g.target.name_full)
             _check_curves(g.target)
+
+
+def _check_replace(obj, action, slot):
+    """Replace writes the rig's bone keys into its action and slot: an armature with bones of those names that plays
+    them too, a goal's target or what the target hangs from, would move with the keys (a duplicate of the mocap
+    shares its action), and the goals met on the targets read before would not be met on the targets after."""
+    bones = set(obj.data.bones.keys())
+    for g in obj.fullbody_ik.goals:
+        if not (g.enabled and GOAL_KINDS[g.kind].target) or g.target is None:
+            continue
+        o = g.target
+        while o is not None:
+            tad = o.animation_data if o != obj and o.type == "ARMATURE" else None
+            if tad is not None and tad.action == action and tad.action_slot == slot and \
+                    bones.intersection(o.data.bones.keys()):
+                via = "" if o == g.target else f" (through {o.name!r}, which it hangs from)"
+                raise RigError(f"replacing the keys of action {action.name!r} would move goal target "
+                               f"{g.target.name!r}{via}: {o.name!r} plays the same action and slot. Bake into a new "
+                               f"action (without Replace), or give {o.name!r} a copy of its own")
+            o = o.parent
 
 
 def _goal_label(goal):
@@ -349,7 +362,8 @@ class Baker:
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
-        self.anchors = []  # per frame, where the tree's chains start (chain_roots): a missed goal's reach_hints
+        self.anchors = []  # per frame, where the tree's chains start (chain_roots) and its joint offsets' lengths:
+        # a missed goal's reach_hints
         self.bases = []  # per frame read, the solved bones' bases as the action poses them
         self._animated = None  # (the last changed basis read, its configuration): _follow
         self.solve_ms, self.frame_ms, self.read_ms = [], [], []
@@ -414,7 +428,8 @@ class Baker:
         seed = q_anim if self.pool is not None or self.tracker.previous is None else self.tracker.previous
         objectives = self.goals.objectives(f, q_anim, seed)
         self.scales.append(world_scale(obj))  # errors in world units, as the tolerances and --max-error
-        self.anchors.append(fixed_positions(tree, chain_roots(tree)))  # (the tree's origins are this frame's)
+        self.anchors.append((fixed_positions(tree, chain_roots(tree)),  # (the tree's origins are this frame's: keyed
+                             np.linalg.norm(tree.origin[:, :3, 3], axis=1)))  # bones move, and lengthen chains)
         self.objectives.append(objectives)
         return objectives, q_anim
 
@@ -612,13 +627,12 @@ class Baker:
                                 for name, (f, off) in self.scaled.items()],
                             self.options.max_error, self.options.angle_threshold(),
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
-        missed = report.missed()
-        if missed.any():
-            rows = np.flatnonzero(missed)
-            anchors = np.array(self.anchors)
-            report.hints = reach_hints(self.tree, [self.objectives[k] for k in rows], self.columns, self.labels,
-                                       [self.scales[k] for k in rows], anchors[rows],
-                                       anchors.size and np.ptp(anchors, axis=0).max() > 1e-9)
+        if report.missed().any():
+            limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
+            anchors = np.array([a for a, _ in self.anchors])
+            report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
+                                       self.anchors, ~(report.errors <= limit),
+                                       bool(anchors.size and np.ptp(anchors, axis=0).max() > 1e-9))
         keep_report(action, report)
         return report
 
@@ -647,13 +661,15 @@ def fixed_positions(tree, links):
     return out
 
 
-def reach_hints(tree, frames, columns, labels, scales, anchors, root_moves=False):
+def reach_hints(tree, frames, columns, labels, scales, anchors, missed, root_moves=False):
     """Why position goals were missed, where the tree tells: no bone above the goal free to move, or its target
     further from the first bone that moves (its chain's root: chain_roots) than the bones between them reach
-    (their joint offsets and the goal's offset summed), for chains without a translation (a free root, a prismatic
-    joint, IK stretch). Per missed frame: ``frames`` its objectives, ``scales`` world units per tree unit,
-    ``anchors`` fixed_positions of chain_roots; ``columns``, ``labels``: the report's; ``root_moves``: whether the
-    chains' roots move over the frames (the action moves them). Returns sentences."""
+    (their joint offsets, as the frame has them, and the goal's offset summed), for chains without a translation
+    (a free root, a prismatic joint, IK stretch). Per frame: ``frames`` its objectives, ``scales`` world units per
+    tree unit, ``anchors`` (fixed_positions of chain_roots, the tree's joint offsets' lengths), ``missed``
+    (frames, columns) which report columns missed; ``columns``, ``labels``: the report's; ``root_moves``: whether
+    the chains' roots move over the frames (the action moves them). Only goals that missed are told of. Returns
+    sentences."""
     from ..solvers.joints import FreeModel, ScalarModel, StretchModel
 
     moving = set()  # variables that translate: a free root's translation, a prismatic joint, a stretch
@@ -664,12 +680,12 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, root_moves=False
             elif type(m) is StretchModel or (type(m) is ScalarModel and m.prismatic[row]):
                 moving.add(int(m.vars[row, 0]))
     roots = chain_roots(tree)
-    hints, seen, far = [], set(), False
-    for (i, _), label in zip(columns, labels):
-        if i in seen or not frames:
+    hints, far = [], False
+    for c, ((i, field), label) in enumerate(zip(columns, labels)):
+        rows = np.flatnonzero(missed[:, c])
+        if field != "error" or not len(rows):
             continue
-        seen.add(i)
-        first = frames[0][i]
+        first = frames[rows[0]][i]
         position = first.position if type(first) is Pose else first if type(first) is Position else None
         if position is None:
             continue
@@ -681,14 +697,21 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, root_moves=False
         if moving.intersection(chain.tolist()):
             continue  # (its reach is not a length)
         base = next(b for b in roots if b in {int(tree.var_link[v]) for v in chain})
-        reach = tree.chain_length(link) - tree.chain_length(base) + float(np.linalg.norm(position.offset))
-        beyond = np.array([(np.linalg.norm((o.position if type(o) is Pose else o).target - at[roots.index(base)])
-                            - reach) * scale for o, at, scale in zip((f[i] for f in frames), anchors, scales)])
-        out = beyond > 1e-6 * max(reach * float(np.mean(scales)), 1e-9)
-        if out.any():
-            hints.append(f"{label}: its target was out of reach on {int(out.sum())} of {len(frames)} missed frames, "
-                         f"up to {beyond.max() * 1e3:.0f} mm further from {tree.link_names[base]!r} than the bones "
-                         "between them reach")
+        path, j = [], link  # the links whose joint offsets lie between the base's joint and the goal's link (none
+        while j != base:  # for a goal on the base itself: it turns about its head)
+            path.append(j)
+            j = int(tree.parent[j])
+        offset = float(np.linalg.norm(position.offset))
+        beyond = np.zeros(len(rows))
+        for n, k in enumerate(rows):
+            at, lengths = anchors[k]
+            target = (frames[k][i].position if type(frames[k][i]) is Pose else frames[k][i]).target
+            beyond[n] = (np.linalg.norm(target - at[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
+        if (beyond > 0).any():
+            worst = beyond.max() * 1e3
+            hints.append(f"{label}: its target was out of reach on {int((beyond > 0).sum())} of the {len(rows)} "
+                         f"frames it missed, up to {worst:.{0 if worst >= 10 else 1}f} mm further from "
+                         f"{tree.link_names[base]!r} than the bones between them reach")
             far = True
     if far and not root_moves and not any(type(m) is FreeModel for m in tree.models):
         hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "

@@ -1788,8 +1788,8 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
                                                         damping_scale, damping_start, step_tol, residual_tol,
                                                         backtracks, T, G)
         total += its
-        if used == 0 or (met and not best_met) or (met == best_met and E < best_E):  # (the first search's even
-            # when its E is not a number; q_end: _lm's own array, not written again)
+        if used == 0 or best_E != best_E or (met and not best_met) or (met == best_met and E < best_E):  # (the
+            # first search's even when its E is not a number, and replaced then; q_end: _lm's own, not written again)
             best_q, best_met, best_E, best_errors = q_end, met, E, errors
         if met:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, status

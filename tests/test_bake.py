@@ -140,21 +140,30 @@ def test_replace_keeps_a_backup(scene):
 
 
 def test_replace_is_refused_when_a_goal_target_plays_the_same_action(scene):
-    """Keys written into the action a goal's target plays (a duplicate of the mocap shares it) would move the
-    target: the bake's verdict, judged on the targets read before, said OK with the saved rig 50 mm off."""
+    """Keys written into the action and slot a goal's target armature plays (a duplicate of the mocap shares them)
+    would move the target: the bake's verdict, judged on the targets read before, said OK with the saved rig 50 mm
+    off. An empty playing it is not moved by bone keys: no refusal."""
     obj, target = scene
-    ad, tad = obj.animation_data, target.animation_data
-    tad.action, tad.action_slot = ad.action, ad.action_slot  # (the target stays where it is: no key of the
-    # action moves an empty)
-    keys = [tuple(k.co) for fc in channelbag(target).fcurves for k in fc.keyframe_points]
-    with pytest.raises(RuntimeError, match="would move goal target 'Target'"):
+    ad = obj.animation_data
+    copy = obj.copy()  # (its action, slot and bones: the rig's)
+    copy.name = "Copy"
+    bpy.context.scene.collection.objects.link(copy)
+    empty = bpy.data.objects.new("Hook", None)
+    bpy.context.scene.collection.objects.link(empty)
+    empty.parent = copy
+    g = obj.fullbody_ik.goals[0]
+    g.target, g.subtarget = copy, "b1"
+    keys = {fc.data_path: [tuple(k.co) for k in fc.keyframe_points] for fc in channelbag(obj).fcurves}
+    with pytest.raises(RuntimeError, match="would move goal target 'Copy': 'Copy' plays the same action and slot"):
         bpy.ops.fullbody_ik.bake(replace=True)
-    assert [tuple(k.co) for fc in channelbag(target).fcurves for k in fc.keyframe_points] == keys
-    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}  # into a new action: the target keeps its own
-    assert ad.action is not tad.action
-    assert [tuple(k.co) for fc in channelbag(target).fcurves for k in fc.keyframe_points] == keys
-    for f in (3, 11, 20):
-        assert tip_error(obj, target, f) < 2e-4
+    g.target, g.subtarget = empty, ""  # hung from it
+    with pytest.raises(RuntimeError, match="goal target 'Hook' \\(through 'Copy', which it hangs from\\)"):
+        bpy.ops.fullbody_ik.bake(replace=True)
+    assert {fc.data_path: [tuple(k.co) for k in fc.keyframe_points] for fc in channelbag(obj).fcurves} == keys
+    g.target = target  # an empty playing the action itself: bone keys do not move it
+    tad = target.animation_data
+    tad.action, tad.action_slot = ad.action, ad.action_slot
+    assert bpy.ops.fullbody_ik.bake(replace=True) == {"FINISHED"}
 
 
 def test_a_missed_goal_out_of_reach_is_told_why(scene):
@@ -173,11 +182,46 @@ def test_a_missed_goal_out_of_reach_is_told_why(scene):
     assert missed and min(missed) >= 8  # (the curve rises from frame 7's key on)
     assert len(report.hints) == 2, report.hints
     reach, root = report.hints
-    assert reach.startswith(f"position b2 tail: its target was out of reach on {len(missed)} of {len(missed)} missed")
+    assert reach.startswith(f"position b2 tail: its target was out of reach on {len(missed)} of the {len(missed)} "
+                            "frames it missed")
     beyond = math.hypot(0.8, 4.3) - (1.0 + math.sqrt(1.01) + math.sqrt(0.65))  # from b0's head, minus the bones
     assert "further from 'b0'" in reach and abs(int(reach.split("up to ")[1].split(" mm")[0]) - beyond * 1e3) < 1
     assert "Free Root is off" in root
     assert "why goals were missed" in report.text() and report.to_dict()["hints"] == report.hints
+
+
+def test_reach_hints_measure_the_chain_as_the_frame_has_it():
+    """A chain's reach is its joint offsets as the frame has them (a keyed bone that is not solved moves its
+    joint: the chain is longer), from where its first moving joint is that frame; a goal on that bone itself
+    reaches its offset; a goal met gets no hint."""
+    from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
+    from fullbody_ik.solvers import Position, Tree
+    from fullbody_ik.solvers.joints import Joint
+
+    up = np.eye(4)
+    up[2, 3] = 1.0
+    tree = Tree([Joint("a", "fixed", "base", "l0", np.eye(4)), Joint("j1", "revolute", "l0", "l1", up, (1, 0, 0)),
+                 Joint("j2", "fixed", "l1", "l2", up), Joint("j3", "revolute", "l2", "l3", up, (1, 0, 0))])
+
+    def hints(targets, longer=0.0, missed=True):
+        frame = up.copy()
+        frame[2, 3] += longer
+        tree.set_origins([tree.link("l2")], [frame])  # (keyed: its joint 1 + longer above l1's)
+        anchors = (fixed_positions(tree, chain_roots(tree)), np.linalg.norm(tree.origin[:, :3, 3], axis=1))
+        goals = [Position("l3", t, offset=(0.0, 0.0, 0.5)) for t in targets]
+        return reach_hints(tree, [[g] for g in goals], [(0, "error")], ["tip"], [1.0] * len(goals),
+                           [anchors] * len(goals), np.full((len(goals), 1), missed))
+
+    # l1's joint at z = 1 (nothing above moves it); reach 1 (l2) + 1 (l3) + 0.5 (the offset) = 2.5 from it
+    out = hints([(0.0, 0.0, 4.0)])
+    assert len(out) == 2 and "out of reach on 1 of the 1" in out[0] and "up to 500 mm further from 'l1'" in out[0]
+    assert hints([(0.0, 0.0, 4.0)], longer=1.0) == []  # l2 keyed 1 further: 3.5 reached
+    assert hints([(0.0, 0.0, 4.0)], missed=False) == []  # met: nothing to explain
+    tree.set_origins([tree.link("l2")], [up])
+    goal = [[Position("l1", (0.0, 0.0, 3.0), offset=(0.0, 0.0, 1.5))]]  # on the first moving bone: its offset
+    anchors = [(fixed_positions(tree, chain_roots(tree)), np.linalg.norm(tree.origin[:, :3, 3], axis=1))]
+    assert "up to 500 mm further from 'l1'" in reach_hints(tree, goal, [(0, "error")], ["on l1"], [1.0], anchors,
+                                                            np.ones((1, 1), bool))[0]
 
 
 def test_thinning_keeps_the_curve_within_tolerance(scene):

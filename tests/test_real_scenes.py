@@ -127,7 +127,7 @@ def test_a_bake_that_misses_its_goals_fails_names_the_frames_and_keeps_the_resul
     assert result["ok"] is False and result["report"]["verdict"]["missed_frames"] == [20, 21, 22, 23, 24]
     assert "5 of 40 frames missed a goal by more than 10 mm" in proc.stderr and "(frames 20-24)" in proc.stderr
     hints = result["report"]["hints"]  # the root walks with the clip's action: no word of Free Root
-    assert len(hints) == 1 and hints[0].startswith("position LeftHand head: its target was out of reach on 5 of 5")
+    assert len(hints) == 1 and hints[0].startswith("position LeftHand head: its target was out of reach on 5 of the 5")
     assert f"saved to {out}" in proc.stderr and out.exists()  # kept for inspection
     assert "np." not in proc.stderr + proc.stdout  # plain numbers in messages and JSON, under numpy 1 and 2
 
