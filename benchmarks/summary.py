@@ -103,8 +103,10 @@ def section():
                      f"{r['machine']['date']}; {r['time_limit'] * 1e3:g} ms per frame; aims: >= 100 frames/s, the compiled core >= 10x numpy's frames/s at the same accuracy). "
                      "Frames/s counts everything of the bake: frame evaluation, solving, key writing, judging (the "
                      "compiled core loaded from its cache before the clock, once a process, as the command line "
-                     "does); numpy: the compiled core switched off, in the same run.\n\n"
-                     + table(rows, BAKE_HEADERS)
+                     "does); numpy: the compiled core switched off, in the same run"
+                     + (f"; each core baked each clip {r['repeats']} times, the cores taking turns, the fastest "
+                        "reported (the frames/s of every bake are in the results' JSON)" if r.get("repeats") else "")
+                     + ".\n\n" + table(rows, BAKE_HEADERS)
                      + f"\n\nBatch scaling (`batch bake` over {b['files']} files, {b['cpus']} CPUs): 1 job "
                      f"{b['seconds_1_job']:.1f} s, 2 jobs {b['seconds_2_jobs']:.1f} s: {b['speedup']:.2f}x.")
     r = load("solve_frames")
