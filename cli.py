@@ -290,10 +290,15 @@ def _use_action(obj, name):
         ad.action_slot = slot or action.slots.new(id_type="OBJECT", name=obj.name)
 
 
-def _open_blend(bpy, path):
-    """Open a .blend file (UsageError when it is missing, Failure when Blender cannot read it)."""
+def _need_file(path):
+    """UsageError unless ``path`` is a file (a folder said so)."""
     if not os.path.isfile(path):
         raise UsageError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
+
+
+def _open_blend(bpy, path):
+    """Open a .blend file (UsageError when it is missing, Failure when Blender cannot read it)."""
+    _need_file(path)
     with _importer_output():  # (Blender's own line of a file it cannot read: our error names it, once)
         try:
             bpy.ops.wm.open_mainfile(filepath=os.path.abspath(path), load_ui=False)
@@ -488,8 +493,7 @@ def _load(bpy, path, what, bvh_scale=1.0, bvh_resample=False):
     kind = IMPORTERS.get(os.path.splitext(path)[1].lower())
     if kind is None:
         raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
-    if not os.path.isfile(path):
-        raise UsageError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
+    _need_file(path)
     before = set(bpy.data.objects)
     with _importer_output():
         try:

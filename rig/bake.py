@@ -629,10 +629,8 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
         if report.missed().any():
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
-            anchors = np.array([a for a, _ in self.anchors])
             report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
-                                       self.anchors, ~(report.errors <= limit),
-                                       bool(anchors.size and np.ptp(anchors, axis=0).max() > 1e-9))
+                                       self.anchors, ~(report.errors <= limit))
         keep_report(action, report)
         return report
 
@@ -661,32 +659,29 @@ def fixed_positions(tree, links):
     return out
 
 
-def reach_hints(tree, frames, columns, labels, scales, anchors, missed, root_moves=False):
+def _position_part(objective):
+    """A Position goal itself, a Pose goal's position part, else None."""
+    return objective.position if type(objective) is Pose else objective if type(objective) is Position else None
+
+
+def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
     """Why position goals were missed, where the tree tells: no bone above the goal free to move, or its target
     further from the first bone that moves (its chain's root: chain_roots) than the bones between them reach
     (their joint offsets, as the frame has them, and the goal's offset summed), for chains without a translation
     (a free root, a prismatic joint, IK stretch). Per frame: ``frames`` its objectives, ``scales`` world units per
     tree unit, ``anchors`` (fixed_positions of chain_roots, the tree's joint offsets' lengths), ``missed``
-    (frames, columns) which report columns missed; ``columns``, ``labels``: the report's; ``root_moves``: whether
-    the chains' roots move over the frames (the action moves them). Only goals that missed are told of. Returns
+    (frames, columns) which report columns missed; ``columns``, ``labels``: the report's. Only goals that missed
+    are told of; Free Root is named when the chains' roots stay where they are over the frames. Returns
     sentences."""
-    from ..solvers.joints import FreeModel, ScalarModel, StretchModel
+    from ..solvers.joints import FreeModel
 
-    moving = set()  # variables that translate: a free root's translation, a prismatic joint, a stretch
-    for m in tree.models:
-        for row in range(len(m.frames)):
-            if type(m) is FreeModel:
-                moving.update(int(v) for v in m.vars[row, :3])
-            elif type(m) is StretchModel or (type(m) is ScalarModel and m.prismatic[row]):
-                moving.add(int(m.vars[row, 0]))
     roots = chain_roots(tree)
     hints, far = [], False
     for c, ((i, field), label) in enumerate(zip(columns, labels)):
         rows = np.flatnonzero(missed[:, c])
         if field != "error" or not len(rows):
             continue
-        first = frames[rows[0]][i]
-        position = first.position if type(first) is Pose else first if type(first) is Position else None
+        position = _position_part(frames[rows[0]][i])
         if position is None:
             continue
         link = tree.link(position.link)
@@ -694,9 +689,10 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed, root_mov
         if not len(chain):
             hints.append(f"{label}: no bone above it is free to move (locked, or nothing between it and the root)")
             continue
-        if moving.intersection(chain.tolist()):
-            continue  # (its reach is not a length)
-        base = next(b for b in roots if b in {int(tree.var_link[v]) for v in chain})
+        if not tree._rotational[chain].all():
+            continue  # (a variable of the chain translates: its reach is not a length)
+        movers = set(tree.var_link[chain].tolist())
+        base = next(b for b in roots if b in movers)
         path, j = [], link  # the links whose joint offsets lie between the base's joint and the goal's link (none
         while j != base:  # for a goal on the base itself: it turns about its head)
             path.append(j)
@@ -704,15 +700,17 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed, root_mov
         offset = float(np.linalg.norm(position.offset))
         beyond = np.zeros(len(rows))
         for n, k in enumerate(rows):
-            at, lengths = anchors[k]
-            target = (frames[k][i].position if type(frames[k][i]) is Pose else frames[k][i]).target
-            beyond[n] = (np.linalg.norm(target - at[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
+            where, lengths = anchors[k]
+            target = _position_part(frames[k][i]).target
+            beyond[n] = (np.linalg.norm(target - where[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
         if (beyond > 0).any():
             worst = beyond.max() * 1e3
             hints.append(f"{label}: its target was out of reach on {int((beyond > 0).sum())} of the {len(rows)} "
                          f"frames it missed, up to {worst:.{0 if worst >= 10 else 1}f} mm further from "
                          f"{tree.link_names[base]!r} than the bones between them reach")
             far = True
+    at = np.array([a for a, _ in anchors])
+    root_moves = at.size and np.ptp(at, axis=0).max() > 1e-9  # (the action moves them)
     if far and not root_moves and not any(type(m) is FreeModel for m in tree.models):
         hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "
                      "Root on and give the hips a goal")
