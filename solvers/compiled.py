@@ -320,7 +320,7 @@ DAMPING_FLOOR = 0.01
 DAMPING_START = 0.1
 # When a search stalls (lm.run's ``stall``): the error of the goals not yet met fell by less than the fraction
 # 1 - ratio over the last ``stall`` iterations. Alone (a tracking frame's search, with no restart to go to), 1 %.
-# With restarts one search after another (run_restarts: solve's several starts, compiled), 20 % over two
+# With restarts one search after another (search: solve's several starts, compiled), 20 % over two
 # iterations: near a solution LM's error falls by far more than that per iteration, and a search that slows so is
 # at a local minimum or on limits more often than not. Against 1 % over five iterations: Table I's arms ran 13-23 %
 # fewer iterations in mean (franka 28.9 -> 22.8, baxter 26.5 -> 20.4 per solve, 1000 targets each), their median
@@ -424,8 +424,7 @@ class Kernel:
     tolerances, rows; displacements' references). ``tree_arrays()`` and ``goal_arrays()`` are those tuples, for
     the kernels' inner functions (tests)."""
 
-    def __init__(self, problem):
-        tree = problem.tree
+    def __init__(self, tree, objectives):
         self.tree = tree
         scalars, offsets, targets, looks, rotations = [], [], [], [], []  # per goal: _GOAL_SCALARS; offset,
         # position target, look axis (3 each); rotation target (9)
@@ -434,7 +433,7 @@ class Kernel:
         references, indices = [], []
         link = tree.link_index.__getitem__
         inf = math.inf
-        for o in problem.objectives:
+        for o in objectives:
             t = type(o)
             w = math.sqrt(o.weight)
             offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
@@ -525,7 +524,7 @@ class Kernel:
         errors, cost = self.judge(q)
         return not all(self._met(errors)), float(cost)
 
-    def result(self, problem, q, method, budget, message, restarts=0):
+    def result(self, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
         tested equal), without a numpy FK."""
         errors, cost = self.judge(q)
@@ -569,7 +568,7 @@ def kernel(problem):
         if not covers(problem.tree, problem.objectives):
             return None
         if k is None:
-            k = problem._kernel = Kernel(problem)
+            k = problem._kernel = Kernel(problem.tree, problem.objectives)
     return k
 
 
@@ -1822,61 +1821,18 @@ PARTIAL_RESTARTS = 10  # restarts of the stuck goals' variables alone in a row, 
 CHUNK = 200  # iterations per kernel call at most: the wall-clock budget is checked between calls
 
 
-def _chunk(k, budget):
+def _chunk(tree, budget):
     """Iterations for the next kernel call: CHUNK without a deadline, else about half of what the time left allows
     at this tree's measured cost per iteration (16 before any is measured), at least 4: a 72-variable rig's
     iteration costs about 0.25 ms, so 200 of them could overrun a drag step's budget by 50 ms."""
     left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
     if budget.deadline is None or left <= 0:
         return left
-    per = k.tree.__dict__.get("_compiled_iteration_seconds")
+    per = tree.__dict__.get("_compiled_iteration_seconds")
     if per is None:
         return min(left, 16)
     seconds = budget.deadline - time.perf_counter()
     return max(min(left, int(0.5 * seconds / per)), min(left, 4))
-
-
-def _timed(k, kernel, *args):
-    """kernel(*args) with the tree's cost per iteration updated (a running mean) from how long it took (the
-    iterations: restarts_kernel's seventh result, lm_kernel's third)."""
-    start = time.perf_counter()
-    out = kernel(*args)
-    its = out[6] if kernel is restarts_kernel else out[2]
-    if its:
-        per = (time.perf_counter() - start) / its
-        old = k.tree.__dict__.get("_compiled_iteration_seconds")
-        k.tree._compiled_iteration_seconds = per if old is None else 0.8 * old + 0.2 * per
-    return out
-
-
-def run(k, problem, q, budget, damping_bias=1e-3, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
-        damping_scale=1.0, stall_ratio=STALL_RATIO, damping_start=DAMPING_START):
-    """solvers.lm.run on the compiled kernel: (q, message). Iterations count into ``budget``; the wall clock is
-    looked at between kernel calls (a kernel call cannot read it), each sized to about half the time left
-    (_chunk). A new call starts its damping and stall history afresh."""
-    tp, gp = k.arrays()
-    q = np.ascontiguousarray(q, dtype=float)
-    met = None  # not judged yet: nothing ran
-    while True:
-        left = _chunk(k, budget)
-        if left <= 0 or budget.past_deadline():
-            if met is None:
-                return _seed_answer(k, q, tp)
-            return q, MESSAGES[0] if met else MESSAGES[1]
-        q, status, iterations, met, E, errors = _timed(k, lm_kernel, q, left, int(stall or 0), float(stall_ratio),
-                                                          float(damping_bias), float(damping_scale),
-                                                          float(damping_start), float(step_tol), float(residual_tol),
-                                                          int(backtracks), tp, gp)
-        k.remember(q, errors, E)
-        budget.iterations += iterations
-        if status != 1:
-            return q, MESSAGES[status]
-
-
-def _seed_answer(k, q, tp):
-    """(q, message) when no kernel ran (the budget ended first): the seed, projected, judged by the kernel."""
-    q = project_packed(q, tp)
-    return q, MESSAGES[1] if k.key(q)[0] else MESSAGES[0]
 
 
 def kernel_seed(rng):
@@ -1895,36 +1851,48 @@ def kernel_seed(rng):
 _entropy = np.random.default_rng()  # rng=None: fresh starts each solve
 
 
-def run_restarts(k, problem, q, budget, rng=None, stall=RESTART_STALL, damping_bias=1e-3, step_tol=1e-12,
-                 residual_tol=1e-12, backtracks=8, damping_scale=1.0, starts=None, max_restarts=None,
-                 stall_ratio=RESTART_STALL_RATIO, damping_start=DAMPING_START):
-    """Restarts for the compiled LM (the numpy path runs its starts as one batch; compiled, one after another
-    is cheaper), inside the kernel: from the seed, then from random feasible configurations drawn there (seeded
-    from ``rng``), each search given up when it stalls, until one meets every objective or the budget ends; a
-    restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS times in a row, then all:
-    _restart), ``max_restarts`` times at most (None: while the budget lasts, or ten times without any budget, as
-    solve allows a local method). (q, message, new starts made) of the first success, else of the best."""
+def _sampling(tree):
+    """(lower bounds, spans) the kernels draw random starts in, once per tree."""
+    known = tree.__dict__.get("_compiled_sampling")
+    if known is None:
+        known = tree._compiled_sampling = (np.ascontiguousarray(tree.sample_lower, dtype=float),
+                                           np.ascontiguousarray(tree.span(), dtype=float))
+    return known
+
+
+def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RATIO, damping_bias=1e-3,
+           damping_scale=1.0, damping_start=DAMPING_START, step_tol=1e-12, residual_tol=1e-12, backtracks=8):
+    """The compiled LM (restarts_kernel) while ``budget`` lasts: _lm from q, then, ``max_restarts`` times at most
+    (10**9: while the budget lasts), from random feasible configurations drawn in the kernel (numba's generator
+    seeded with ``seed`` at the first draw when it is >= 0), until one meets every goal. A search is given up when
+    it stalls (``stall`` > 0); a restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS
+    times in a row, then all: _restart). The wall clock is looked at between kernel calls (a kernel cannot read
+    it), each given about half the iterations the time left allows at this tree's measured cost per iteration
+    (_chunk); iterations count into ``budget``. Returns (q, message, new starts made): the first answer that meets
+    every goal, else the best."""
     tp, gp = k.arrays()
-    tree = problem.tree
+    tree = k.tree
     q = np.ascontiguousarray(q, dtype=float)
-    low, span = tree.__dict__.get("_compiled_sampling", (None, None))
-    if low is None:
-        low, span = np.ascontiguousarray(tree.sample_lower, dtype=float), np.ascontiguousarray(tree.span(), dtype=float)
-        tree._compiled_sampling = (low, span)
+    low, span = _sampling(tree)
     in_a_row = np.zeros(1, dtype=np.int64)
-    seed = kernel_seed(rng)
-    if max_restarts is None:
-        max_restarts = 10 if budget.deadline is None and budget.max_iterations is None else 10**9
     limited = max_restarts < 10**9
-    best_q, best_key, count = q, (True, np.inf), 0
+    best_q, best_key, count, status = q, (True, np.inf), 0, 1
+    stall, stall_ratio, damping_bias, damping_scale = int(stall or 0), float(stall_ratio), float(damping_bias), \
+        float(damping_scale)
+    damping_start, step_tol, residual_tol, backtracks = float(damping_start), float(step_tol), float(residual_tol), \
+        int(backtracks)
     while True:
-        left = _chunk(k, budget)
+        left = _chunk(tree, budget)
         if left <= 0 or budget.past_deadline():
             break
-        q, found, met, E, errors, used, iterations, ran_out, _ = _timed(
-            k, restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
-            int(stall or 0), float(stall_ratio), float(damping_bias), float(damping_scale), float(damping_start),
-            float(step_tol), float(residual_tol), int(backtracks), low, span, tp, gp)
+        start = time.perf_counter()
+        q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
+            q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
+            damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, low, span, tp, gp)
+        if iterations:  # the tree's cost per iteration, a running mean (_chunk)
+            per = (time.perf_counter() - start) / iterations
+            old = tree.__dict__.get("_compiled_iteration_seconds")
+            tree._compiled_iteration_seconds = per if old is None else 0.8 * old + 0.2 * per
         if used:  # (the generator, seeded at the kernel's first draw, goes on in the next call)
             seed = -1
         budget.iterations += iterations
@@ -1934,9 +1902,12 @@ def run_restarts(k, problem, q, budget, rng=None, stall=RESTART_STALL, damping_b
             k.remember(found, errors, E)
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
-    if best_key[1] == np.inf:
-        return (*_seed_answer(k, q, tp), count)
-    message = MESSAGES[0] if not best_key[0] else MESSAGES[1] if budget.exhausted() else MESSAGES[3]
+    if best_key[1] == np.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
+        q = project_packed(q, tp)
+        return q, MESSAGES[1] if k.key(q)[0] else MESSAGES[0], count
+    # the only search's own reason when it ended by itself (status 1: the iterations ran out)
+    message = MESSAGES[0] if not best_key[0] else MESSAGES[status] if not count else \
+        MESSAGES[1] if budget.exhausted() else MESSAGES[3]
     if count:
         message += f" (best of {count + 1} starts)"
     return best_q, message, count
@@ -2361,9 +2332,9 @@ def warm(part="memetic"):
 
     problem = Problem(tree, [Pose("l3", tree.fk(np.array([0.3, 0.2, 0.1]))["l3"])])
     k = kernel(problem)
-    q, _ = run(k, problem, np.zeros(3), Budget(None, 50))  # every entry point: LM, restarts, judging, projection
-    run_restarts(k, problem, np.zeros(3), Budget(None, 20), rng=0)
-    k.result(problem, q, "lm", Budget(), "")
+    q, _, _ = search(k, np.zeros(3), Budget(None, 50))  # every entry point: LM, restarts, judging, projection
+    search(k, np.zeros(3), Budget(None, 20), kernel_seed(0), 10)
+    k.result(q, "lm", Budget(), "")
     k.key(q)
     project_one(tree, q)
     _stamp("core")

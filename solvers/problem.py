@@ -140,7 +140,7 @@ class Problem:
     def result(self, q, method, budget, message, restarts=0):
         k = self.__dict__.get("_kernel")
         if k is not None:  # solved on the compiled path: judged there, no numpy FK
-            return k.result(self, q, method, budget, message, restarts)
+            return k.result(q, method, budget, message, restarts)
         state = self.state(q)
         errors = np.array([float(o.error(state)) for o in self.objectives])
         satisfied = [bool(o.satisfied(state)) for o in self.objectives]

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from . import compiled
+from . import compiled, lm
 from .blas import single_thread_blas
 from .methods import METHODS, method as method_record, register_method  # noqa: F401 (the public names)
 from .objectives import Objective
@@ -47,14 +47,17 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     record = method_record(method)
     if options:
         record.check_options(options)
+    if compiled_lm:
+        done = _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, restarts, nearby, options)
+        if done is not None:
+            return done
     problem = Problem(tree, objectives)
     if not record.local and time_limit is None and max_iterations is None:
         max_iterations = GLOBAL_ITERATIONS  # (a global search has no end of its own short of success)
     budget = Budget(time_limit, max_iterations)
     # rng: a Generator, a seed or None, handed on as it is; drawn from (made a Generator) only when a restart
     # needs it (making one from the OS's entropy costs more than a compiled solve).
-    q0 = np.zeros(tree.n) if seed_q is None else seed_q if type(seed_q) is np.ndarray and seed_q.ndim == 1 and \
-        seed_q.dtype == np.float64 else np.asarray(seed_q, dtype=float).reshape(-1)
+    q0 = _seed(tree, seed_q)
     if q0.shape != (tree.n,):
         raise ValueError(f"seed has {q0.shape[0]} values, the tree has {tree.n} variables")
     if not compiled_lm:  # (else the compiled LM kernel projects it)
@@ -62,7 +65,7 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     if tree.n == 0:  # nothing can move: the answer is the (empty) configuration, judged as it is
         return problem.result(q0, method, budget, "the tree has no movable joints")
     if compiled_lm:  # (covered, known: the kernel made here, not asked for again)
-        problem._kernel = compiled.Kernel(problem)
+        problem._kernel = compiled.Kernel(tree, problem.objectives)
     run = record.run
     if not record.local:  # global methods: no restarts
         out = run(problem, q0, budget, rng=rng, **options)
@@ -71,11 +74,7 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
             result.elites = out[2]
         return result
 
-    if restarts is None:
-        restarts = time_limit is not None
-    # True: restart while the budget lasts (at most 10 times when there is no budget); an int: at most that many.
-    max_restarts = (0 if not restarts else 10 if time_limit is None and max_iterations is None else 10**9) \
-        if isinstance(restarts, bool) else int(restarts)
+    max_restarts = _max_restarts(restarts, time_limit, max_iterations)
     best_q, best_msg, best_key, count = None, "", None, 0
     seed = q0
     if max_restarts and record.multistart is not None and (options.get("starts") or 2) > 1 and not nearby:
@@ -112,3 +111,45 @@ def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, re
     if count:
         best_msg += f" (best of {count + 1} starts)"
     return problem.result(best_q, method, budget, best_msg, restarts=count)
+
+
+def _seed(tree, seed_q):
+    """The seed as a flat float array (zeros when None; a float64 vector as it is)."""
+    if seed_q is None:
+        return np.zeros(tree.n)
+    if type(seed_q) is np.ndarray and seed_q.ndim == 1 and seed_q.dtype == np.float64:
+        return seed_q
+    return np.asarray(seed_q, dtype=float).reshape(-1)
+
+
+def _max_restarts(restarts, time_limit, max_iterations):
+    """solve's ``restarts`` as a count: None is on with a time_limit; True restarts while the budget lasts
+    (10**9), at most 10 times when there is no budget; an int, at most that many."""
+    if restarts is None:
+        restarts = time_limit is not None
+    if not isinstance(restarts, bool):
+        return int(restarts)
+    return 0 if not restarts else 10 if time_limit is None and max_iterations is None else 10**9
+
+
+def _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, restarts, nearby, options):
+    """_solve's LM on the compiled path without its layers (Problem, the method's run, Problem.result): a Table I
+    solve costs some 50 us, of which these were 10. The same searches, options and Result (lm.compiled_search,
+    Kernel.result); None where _solve's own way is needed: a goal the kernel cannot pack (an unknown link or
+    joint: Problem names it), no goal, no variable, a bad seed, restarts one by one (starts=1) or near the best answer
+    (``nearby``)."""
+    max_restarts = _max_restarts(restarts, time_limit, max_iterations)
+    if max_restarts and (nearby or (options.get("starts") or 2) <= 1) or tree.n == 0:
+        return None
+    try:
+        k = compiled.Kernel(tree, [objectives] if isinstance(objectives, Objective) else objectives)
+    except Exception:  # (Problem raises the error that names the objective)
+        return None
+    if not k._checks:
+        return None
+    q0 = _seed(tree, seed_q)
+    if q0.shape != (tree.n,):
+        return None
+    budget = Budget(time_limit, max_iterations)
+    q, message, count = lm.compiled_search(k, q0, budget, rng, max_restarts, **options)
+    return k.result(q, "lm", budget, message, count)

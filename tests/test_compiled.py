@@ -69,7 +69,7 @@ def _compare(tree, goals, q):
     # The Result judged on the compiled path is the numpy one: errors, met, details, cost.
     from fullbody_ik.solvers.problem import Budget
 
-    fast, ref = k.result(problem, q, "lm", Budget(), "x"), Problem(tree, goals).result(q, "lm", Budget(), "x")
+    fast, ref = k.result(q, "lm", Budget(), "x"), Problem(tree, goals).result(q, "lm", Budget(), "x")
     assert np.allclose(fast.errors, ref.errors, atol=1e-12) and fast.satisfied == ref.satisfied
     assert abs(fast.cost - ref.cost) < 1e-9 * max(1.0, ref.cost) and fast.success == ref.success
     assert all(d1.keys() == d2.keys() and np.allclose(list(d1.values()), list(d2.values()), atol=1e-12)
@@ -168,7 +168,7 @@ def test_the_dual_step_is_the_normal_equations_step():
     rng, trees = _bone_trees(11, 40)
     slid = dense_compared = 0
     for tree in trees:
-        T = compiled.Kernel(Problem(tree, [Position(tree.link_names[-1], np.zeros(3))])).tree_arrays()
+        T = compiled.Kernel(tree, [Position(tree.link_names[-1], np.zeros(3))]).tree_arrays()
         cols, n, L = T[5], tree.n, len(tree.link_names)
         swings = [i for i in range(L) if cols[i, 0] >= 0 and cols[i, 2] >= 0]
         for _ in range(5):
