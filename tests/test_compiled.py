@@ -282,6 +282,41 @@ def test_the_compiled_lm_solves_as_well_as_numpy(robot):
         assert np.all(r.q >= narrow.lower - 1e-12) and np.all(r.q <= narrow.upper + 1e-12)
 
 
+def test_solve_goes_straight_to_the_compiled_search_with_the_same_outcome(iiwa, monkeypatch):
+    """solve's short way to the compiled LM (no Problem, no method record) answers as its general way does: the
+    same configuration, message, iterations, restarts and judgement, with restarts or one search, under an
+    iteration budget or none; options reach the search (a tighter stall changes the outcome)."""
+    import importlib
+
+    module = importlib.import_module("fullbody_ik.solvers.solve")
+    rng = np.random.default_rng(5)
+    tip = "lbr_iiwa_link_7"
+    targets = iiwa.fk_batch(iiwa.random_configurations(rng, 12))[:, iiwa.link(tip)]
+    seeds = iiwa.random_configurations(rng, 12)
+    calls = []
+    short = module._compiled_lm
+    monkeypatch.setattr(module, "_compiled_lm", lambda *a: calls.append(1) or short(*a))
+    cases = ({"max_iterations": 40, "restarts": True}, {"max_iterations": 6, "restarts": False},
+             {"restarts": 3}, {"max_iterations": 40, "restarts": True, "stall": 1, "backtracks": 2})
+    for kw in cases:
+        for i, (T, q0) in enumerate(zip(targets, seeds)):
+            goals = [Pose(tip, T)] if i % 2 else [Position(tip, T[:3, 3]), Orientation(tip, T[:3, :3])]
+            fast = solve(iiwa, goals, q0, rng=i, **kw)
+            monkeypatch.setattr(module, "_compiled_lm", lambda *a: None)
+            try:
+                ref = solve(iiwa, goals, q0, rng=i, **kw)
+            finally:
+                monkeypatch.setattr(module, "_compiled_lm", lambda *a: calls.append(1) or short(*a))
+            assert np.array_equal(fast.q, ref.q) and fast.message == ref.message, (kw, i)
+            assert (fast.iterations, fast.restarts, fast.success) == (ref.iterations, ref.restarts, ref.success)
+            assert np.array_equal(fast.errors, ref.errors) and fast.satisfied == ref.satisfied
+            assert fast.details == ref.details and fast.cost == ref.cost
+    assert len(calls) == len(cases) * len(targets)
+    # a goal on a link the tree does not have: the general way names it
+    with pytest.raises(ValueError, match="no link named 'hand'"):
+        solve(iiwa, [Position("hand", [0, 0, 1])], None, time_limit=0.01)
+
+
 def test_what_it_does_not_cover_runs_on_numpy():
     from fullbody_ik.solvers import BoneJoint
 
