@@ -1317,26 +1317,27 @@ def _spd_solve(H, b, x, Lc, y):
     """x = H^-1 b for a symmetric positive definite H (Cholesky; H is J^T J + lambda I); Lc (n, n) and y (n,)
     are work space."""
     n = H.shape[0]
-    for j in range(n):
+    for j in range(n):  # (Lc's diagonal holds 1 / L_jj: one division a column, not one an entry)
         s = H[j, j]
         for k in range(j):
             s -= Lc[j, k] * Lc[j, k]
-        Lc[j, j] = math.sqrt(max(s, 1e-300))
+        inv = 1.0 / math.sqrt(max(s, 1e-300))
+        Lc[j, j] = inv
         for i in range(j + 1, n):
             s = H[i, j]
             for k in range(j):
                 s -= Lc[i, k] * Lc[j, k]
-            Lc[i, j] = s / Lc[j, j]
+            Lc[i, j] = s * inv
     for i in range(n):
         s = b[i]
         for k in range(i):
             s -= Lc[i, k] * y[k]
-        y[i] = s / Lc[i, i]
+        y[i] = s * Lc[i, i]
     for i in range(n - 1, -1, -1):
         s = y[i]
         for k in range(i + 1, n):
             s -= Lc[k, i] * x[k]
-        x[i] = s / Lc[i, i]
+        x[i] = s * Lc[i, i]
 
 
 @njit(cache=True, leaf=True)
@@ -1624,6 +1625,13 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
     q_new, trial = np.empty(n), np.empty(n)
     held = np.zeros(n, dtype=np.bool_)
     grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
+    # (the tuples' arrays taken out once: each read of one in the loop counts a reference, and so does a view)
+    kind, row_var, N, grad = T[2], ws[5], pw[0], pw[1]
+    dense_rows, dense_gs = dw[1][0], dw[1][1]
+    swings = False
+    for i in range(L):
+        swings |= kind[i] == _SWING
+    G_count = errors.shape[0]
     while True:
         if met:
             return q, 0, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
@@ -1631,12 +1639,13 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
             return q, 1, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
         it += 1
         if dual:  # what every solve of this iteration's step shares
-            _sparse_rows(J, r, D, ws[5], dw[1][0], dw[1][1])
+            _sparse_rows(J, r, D, row_var, dense_rows, dense_gs)
         else:
-            _normal_equations(J, r, D, ws[5], pw[0], pw[1])
+            _normal_equations(J, r, D, row_var, N, grad)
         lam = mu * (damping_scale * E + damping_bias)
-        for i in range(L):
-            on_limit[i] = T[2][i] == _SWING and _limit_normal(q, i, T, normals[i])
+        if swings:
+            for i in range(L):
+                on_limit[i] = kind[i] == _SWING and _limit_normal(q, i, T, normals[i])
         _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding, dq, dual, pw, dw)
         _step_into(q, 1.0, dq, T, q_new)
         # the trial point evaluated with its Jacobian: taken (most steps), it is the next iterate's
@@ -1685,7 +1694,8 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
         q, q_new = q_new, q
         history[it] = unmet
-        _copy(trail[it], errors)
+        for g in range(G_count):
+            trail[it, g, 0], trail[it, g, 1] = errors[g, 0], errors[g, 1]
         if stall > 0 and it >= stall and history[it] > stall_ratio * history[it - stall] and history[it - stall] > 0.0:
             return q, 3, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
         if moved < step_tol or change < residual_tol:
