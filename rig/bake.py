@@ -689,8 +689,18 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         if not len(chain):
             hints.append(f"{label}: no bone above it is free to move (locked, or nothing between it and the root)")
             continue
-        if not tree._rotational[chain].all():
-            continue  # (a variable of the chain translates: its reach is not a length)
+        if not tree._rotational[chain].all():  # (a variable of the chain translates: its reach is not a length,
+            # but from another goal's point above it, held by its own goal, it may be)
+            pair = _pair_reach(tree, frames, rows, i, position, link, anchors, scales)
+            if pair is not None and (pair[2] > 0).any():
+                worst = pair[2].max() * 1e3
+                other = next((repr(lb) for (j, f), lb in zip(columns, labels) if j == pair[0] and f == "error"),
+                             f"the goal on {tree.link_names[pair[1]]!r}")
+                hints.append(f"{label}: its target and the target of {other} were further apart than the bones between them "
+                             f"reach on {int((pair[2] > 0).sum())} of the {len(rows)} frames it missed, by up to "
+                             f"{worst:.{0 if worst >= 10 else 1}f} mm (the two cannot both be met there: the "
+                             "character's proportions differ from the targets'?)")
+            continue
         movers = set(tree.var_link[chain].tolist())
         base = next(b for b in roots if b in movers)
         path, j = [], link  # the links whose joint offsets lie between the base's joint and the goal's link (none
@@ -715,6 +725,44 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "
                      "Root on and give the hips a goal")
     return hints
+
+
+def _pair_reach(tree, frames, rows, i, position, link, anchors, scales):
+    """A missed position goal (objective i on ``link``) against the nearest position goal above it on its chain (a
+    free root's hips goal above a foot's): (that goal's objective index, its link, per missed frame how much further
+    apart their targets were than the bones between their points reach, in world units), when no length between
+    them can change (only turns: a free root's own translation moves both points alike); else None."""
+    from ..solvers.joints import StretchModel
+
+    stretched = {int(f) for m in tree.models if type(m) is StretchModel for f in m.frames}
+    first = frames[rows[0]]
+    best = None
+    for j, objective in enumerate(first):
+        other = _position_part(objective) if j != i else None
+        if other is None:
+            continue
+        a = tree.link(other.link)
+        path, k = [], link  # the links whose joint offsets lie between a's point and this goal's
+        while k >= 0 and k != a:
+            path.append(k)
+            k = int(tree.parent[k])
+        if k != a or not path or stretched.intersection(path + [a]) or \
+                not tree._rotational[np.isin(tree.var_link, path)].all():
+            continue  # (not above it, or a length between them can change)
+        if best is None or len(path) < len(best[2]):
+            best = (j, a, path, other)
+    if best is None:
+        return None
+    j, a, path, other = best
+    reach0 = float(np.linalg.norm(position.offset)) + float(np.linalg.norm(other.offset))
+    beyond = np.zeros(len(rows))
+    for n, k in enumerate(rows):
+        here, there = _position_part(frames[k][i]), _position_part(frames[k][j])
+        if here is None or there is None:
+            return None
+        lengths = anchors[k][1]
+        beyond[n] = (np.linalg.norm(here.target - there.target) - lengths[path].sum() - reach0) * scales[k]
+    return j, a, beyond
 
 
 def _stacked(objectives):

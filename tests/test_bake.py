@@ -224,6 +224,38 @@ def test_reach_hints_measure_the_chain_as_the_frame_has_it():
                                                             np.ones((1, 1), bool))[0]
 
 
+def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
+    """Under a free root a foot's chain has no fixed start, but the hips' goal holds the hips: a foot target further
+    from the hips' target than the leg reaches (its joint offsets as the frame has them, and both goals' offsets)
+    cannot be met with it, and the hint says so, by how much; within reach, or with a length between them that can
+    change (a prismatic joint), nothing is told."""
+    from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
+    from fullbody_ik.solvers import Position, Tree
+    from fullbody_ik.solvers.joints import FreeJoint, Joint
+
+    down = np.eye(4)
+    down[2, 3] = -1.0
+
+    def tree_with(kind):
+        return Tree([FreeJoint("root", "world", "hips", np.eye(4)),
+                     Joint("hip", "revolute", "hips", "thigh", np.eye(4), (1, 0, 0), -2.0, 2.0),
+                     Joint("knee", kind, "thigh", "shin", down, (0, 0, 1), -1.0, 1.0),
+                     Joint("ankle", "revolute", "shin", "foot", down, (1, 0, 0), -1.0, 1.0)])
+
+    def hints(tree, foot_z, missed=True):
+        anchors = (fixed_positions(tree, chain_roots(tree)), np.linalg.norm(tree.origin[:, :3, 3], axis=1))
+        goals = [[Position("hips", (5.0, 0.0, 3.0)), Position("foot", (5.0, 0.0, foot_z), offset=(0.0, 0.2, 0.0))]]
+        return reach_hints(tree, goals, [(0, "error"), (1, "error")], ["hips", "foot"], [1.0], [anchors],
+                           np.array([[missed, missed]]))
+
+    tree = tree_with("revolute")
+    out = hints(tree, 0.5)  # 2.5 apart; the leg reaches 1 + 1 + 0.2 = 2.2
+    assert len(out) == 1 and out[0].startswith("foot: its target and the target of 'hips'"), out
+    assert "on 1 of the 1 frames it missed, by up to 300 mm" in out[0]
+    assert hints(tree, 1.0) == [] and hints(tree, 0.5, missed=False) == []  # 2 apart: in reach; met
+    assert hints(tree_with("prismatic"), 0.5) == []  # the knee slides: no length to tell
+
+
 def test_thinning_keeps_the_curve_within_tolerance(scene):
     obj, target = scene
     assert bpy.ops.fullbody_ik.bake(thin=1e-3) == {"FINISHED"}
