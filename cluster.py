@@ -9,11 +9,13 @@ dies while running a task has the task run again on another (Dask's own reschedu
 ``distributed.scheduler.allowed-failures``, 3 by default), and the file is still written once. dask is imported
 here only: the extension does not ship it."""
 
+import signal
 import threading
 import time
 import uuid
 
 POLL = 10.0  # seconds between progress lines while nothing finishes
+TICK = 0.2  # seconds the wait for a finished task lasts at most: a Ctrl-C is acted on within it
 
 
 def _distributed():
@@ -81,6 +83,8 @@ def run_on_dask(address, jobs, command, log):
     cloudpickle.register_pickle_by_value(batchjob)  # workers need dask and a way to run jobs, not this package
     client, cluster = _connect(distributed, address, log)
     futures = []
+    interrupted = []
+    restore = _defer_interrupts(interrupted)
     try:
         workers = client.scheduler_info().get("workers", {})
         where = f"Dask scheduler {client.scheduler.address}, {len(workers)} workers"
@@ -93,9 +97,12 @@ def run_on_dask(address, jobs, command, log):
         index = {f.key: i for i, f in enumerate(futures)}
         results = [None] * len(jobs)
         pending, failed, started = set(futures), 0, time.perf_counter()
+        told = started
         while pending:
+            if interrupted:  # (Ctrl-C, deferred to here: see _defer_interrupts)
+                raise KeyboardInterrupt
             try:
-                done, pending = distributed.wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
+                done, pending = distributed.wait(pending, timeout=TICK, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 done = ()
             for f in done:
@@ -104,7 +111,11 @@ def run_on_dask(address, jobs, command, log):
                 failed += not entry["ok"]
                 log(f"  {'done' if entry['ok'] else 'FAILED'}: {jobs[i]['file']} "
                     f"({entry.get('worker', '?')}, {entry['seconds']:.1f} s)")
-            log("  " + _progress(client, futures, pending, failed))
+            if done or time.perf_counter() - told >= POLL:
+                log("  " + _progress(client, futures, pending, failed))
+                told = time.perf_counter()
+        if interrupted:
+            raise KeyboardInterrupt
         return results, where
     except KeyboardInterrupt:
         log("interrupted: the tasks not started are cancelled; a job already running ends on its own and "
@@ -112,11 +123,27 @@ def run_on_dask(address, jobs, command, log):
         _quiet_after_interrupt()
         raise
     finally:
+        restore()  # (a second Ctrl-C while the tasks are cancelled interrupts at once: the user insists)
         if futures:
             client.cancel([f for f in futures if not f.done()])
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _defer_interrupts(flag):
+    """Ctrl-C while the batch talks to the cluster: recorded in ``flag`` (a list) and acted on by run_on_dask's
+    loop, not raised wherever Python happens to be. Raised inside dask's own code (a Future being made, one of its
+    callbacks), it left half-made objects whose clean-up printed tracebacks at exit (seen in CI under Python 3.13:
+    "'Future' object has no attribute '_client'"). Returns what restores the previous handler (nothing to do off
+    the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:  # (ignored, or a handler of the caller's: theirs stays)
+        return lambda: None
+    signal.signal(signal.SIGINT, lambda signum, frame: flag.append(signum))
+    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 def _quiet_after_interrupt():

@@ -328,7 +328,7 @@ DAMPING_START = 0.1
 # keeps 1 % over five: lm.run_multistart.)
 STALL_RATIO = 0.99
 RESTART_STALL, RESTART_STALL_RATIO = 2, 0.8
-# Status codes of lm_kernel, and the messages of solvers.lm.run they stand for.
+# Status codes of _lm (restarts_kernel's and lm_kernel's last search), and the messages they stand for.
 MESSAGES = ("every objective within tolerance", "budget exhausted",
             "converged (no step decreases the error: local minimum or limits)", "stalled (local minimum or limits)",
             "converged (step or residual change below tolerance)")
@@ -1540,7 +1540,7 @@ def _goal_met(G, errors, g):
 
 @njit(cache=True)
 def _stuck(trail, it, stall, stall_ratio, errors, G):
-    """lm_kernel's stuck goals at iteration it (see there)."""
+    """_lm's stuck goals at iteration it (see there)."""
     out = np.zeros(errors.shape[0], dtype=np.bool_)
     for g in range(errors.shape[0]):
         if _goal_met(G, errors, g):
@@ -1578,7 +1578,8 @@ _NO_DRAW = np.empty(0)  # lm_kernel's sampling bounds: a single search draws no 
 
 def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
               backtracks, tp, gp):
-    """One _lm search from Python, the tree and goals packed (Kernel.arrays): restarts_kernel allowed no new start
+    """One _lm search from Python (the memetic solver's exploitation, tests; solve's LM goes through search), the
+    tree and goals packed (Kernel.arrays): restarts_kernel allowed no new start
     (one entry point compiled, not two: each compiles _lm and all it calls anew, 2 s). Returns (q, status: an index
     of MESSAGES, iterations, every goal met, E, each goal's error and angle at q (G, 2))."""
     out = restarts_kernel(q, np.zeros(1, dtype=np.int64), 0, max_iterations, 0, -1, stall, stall_ratio, damping_bias,
@@ -1886,7 +1887,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
     low, span = _sampling(tree)
     in_a_row = np.zeros(1, dtype=np.int64)
     limited = max_restarts < 10**9
-    best_q, best_key, count, status = q, (True, np.inf), 0, 1
+    best_q, best_key, count, status, ran = q, (True, np.inf), 0, 1, False
     stall, stall_ratio, damping_bias, damping_scale = int(stall or 0), float(stall_ratio), float(damping_bias), \
         float(damping_scale)
     damping_start, step_tol, residual_tol, backtracks = float(damping_start), float(step_tol), float(residual_tol), \
@@ -1896,6 +1897,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
         if left <= 0 or budget.past_deadline():
             break
         start = time.perf_counter()
+        ran = True
         q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
             q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
             damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, low, span, tp, gp)
@@ -1913,6 +1915,8 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
     if best_key[1] == np.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
+        if ran and not count:  # (one search: its own reason, as it ended)
+            return q, MESSAGES[status], count
         q = project_packed(q, tp)
         return q, MESSAGES[1] if k.key(q)[0] else MESSAGES[0], count
     # the only search's own reason when it ended by itself (status 1: the iterations ran out)

@@ -25,14 +25,18 @@ def first_damping(damping_start=None):
 
 
 def compiled_search(k, q, budget, rng=None, max_restarts=0, damping_bias=None, step_tol=1e-12, residual_tol=1e-12,
-                    backtracks=None, stall=None, damping_scale=1.0, stall_ratio=None, damping_start=None, **_):
-    """LM on the compiled kernel ``k`` (compiled.search) with run's options and defaults, or, with restarts
-    (``max_restarts`` > 0; None: while the budget lasts, ten times without any budget), run_multistart's, the
-    searches one after another (cheaper compiled than a batch) and each given up sooner when it stalls
-    (compiled.RESTART_STALL). (q, message, new starts made)."""
+                    backtracks=None, stall=None, damping_scale=1.0, stall_ratio=None, damping_start=None,
+                    restarting=None, **_):
+    """LM on the compiled kernel ``k`` (compiled.search) with run's options and defaults, or, ``restarting``
+    (default: when ``max_restarts`` > 0; None: while the budget lasts, ten times without any budget),
+    run_multistart's, the searches one after another (cheaper compiled than a batch) and each given up sooner when
+    it stalls (compiled.RESTART_STALL). (q, message, new starts made)."""
     if max_restarts is None:
         max_restarts = 10 if budget.deadline is None and budget.max_iterations is None else 10**9
-    restarting = max_restarts > 0
+    if not 0 <= max_restarts:
+        raise ValueError(f"max_restarts must be >= 0 or None, got {max_restarts!r}")
+    if restarting is None:
+        restarting = max_restarts > 0
     if restarting:
         stall, stall_ratio = stall or compiled.RESTART_STALL, stall_ratio or compiled.RESTART_STALL_RATIO
     else:
@@ -239,7 +243,8 @@ def run_multistart(problem, q, budget, rng=None, starts=None, damping_bias=None,
     k = compiled.kernel(problem)
     if k is not None:  # compiled, the starts one after another cost less than a batch
         return compiled_search(k, q, budget, rng, max_restarts, damping_bias, backtracks=backtracks, stall=stall,
-                               damping_scale=damping_scale, stall_ratio=stall_ratio, damping_start=damping_start)
+                               damping_scale=damping_scale, stall_ratio=stall_ratio, damping_start=damping_start,
+                               restarting=True)
     damping_bias = bias(problem.tree, damping_bias)
     # (the batch: a stalled search replaced costs an evaluation of every search; giving up sooner, 20 % over 2,
     # measured 8 % slower in median on Table I's arms, the same iterations. Its damping is paper 001's, without

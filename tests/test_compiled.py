@@ -317,6 +317,31 @@ def test_solve_goes_straight_to_the_compiled_search_with_the_same_outcome(iiwa, 
         solve(iiwa, [Position("hand", [0, 0, 1])], None, time_limit=0.01)
 
 
+def test_the_compiled_searchs_edges_keep_their_meaning(iiwa):
+    """A single search whose cost is not finite still says why it ended (not "budget exhausted" with iterations
+    left); run_multistart asked for no restart keeps its own rule (a stalled search stops: 20 % over two
+    iterations); a negative count of restarts is refused, not taken as no limit; a method registered over "lm" is
+    the one solve runs."""
+    from fullbody_ik.solvers import lm, methods
+    from fullbody_ik.solvers.problem import Budget
+
+    tip = "lbr_iiwa_link_7"
+    far = solve(iiwa, [Position(tip, [3.0, 0.0, 0.5], weight=1e308)], None, restarts=False)
+    assert not far.success and far.iterations < 200 and far.message != compiled.MESSAGES[1], far
+    problem = Problem(iiwa, [Position(tip, [3.0, 0.0, 0.5])])
+    budget = Budget(None, 200)
+    _, message, count = lm.run_multistart(problem, np.zeros(7), budget, rng=0, max_restarts=0)
+    assert message.startswith("stalled") and count == 0 and budget.iterations < 20, (message, budget.iterations)
+    with pytest.raises(ValueError, match="restarts must be"):
+        solve(iiwa, [Position(tip, [0.3, 0.0, 0.5])], None, restarts=-1, max_iterations=50)
+    builtin = methods.METHODS["lm"]
+    try:
+        methods.register_method("lm", lambda problem, q0, budget, **_: (q0, "custom run"), local=True)
+        assert solve(iiwa, [Position(tip, [0.3, 0.0, 0.5])], None, max_iterations=5).message.startswith("custom run")
+    finally:
+        methods.METHODS["lm"] = builtin
+
+
 def test_what_it_does_not_cover_runs_on_numpy():
     from fullbody_ik.solvers import BoneJoint
 
