@@ -693,20 +693,16 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
             # but from another goal's point above it, held by its own goal, it may be)
             pair = _pair_reach(tree, frames, rows, i, position, link, anchors, scales)
             if pair is not None and (pair[2] > 0).any():
-                worst = pair[2].max() * 1e3
                 other = next((repr(lb) for (j, f), lb in zip(columns, labels) if j == pair[0] and f == "error"),
                              f"the goal on {tree.link_names[pair[1]]!r}")
-                hints.append(f"{label}: its target and the target of {other} were further apart than the bones between them "
-                             f"reach on {int((pair[2] > 0).sum())} of the {len(rows)} frames it missed, by up to "
-                             f"{worst:.{0 if worst >= 10 else 1}f} mm (the two cannot both be met there: the "
-                             "character's proportions differ from the targets'?)")
+                hints.append(f"{label}: its target and the target of {other} were further apart than the bones "
+                             f"between them reach on {int((pair[2] > 0).sum())} of the {len(rows)} frames it missed, "
+                             f"by up to {_mm(pair[2].max())} (the two cannot both be met there: the character's "
+                             "proportions differ from the targets'?)")
             continue
         movers = set(tree.var_link[chain].tolist())
         base = next(b for b in roots if b in movers)
-        path, j = [], link  # the links whose joint offsets lie between the base's joint and the goal's link (none
-        while j != base:  # for a goal on the base itself: it turns about its head)
-            path.append(j)
-            j = int(tree.parent[j])
+        path = _links_between(tree, link, base)  # (none for a goal on the base itself: it turns about its head)
         offset = float(np.linalg.norm(position.offset))
         beyond = np.zeros(len(rows))
         for n, k in enumerate(rows):
@@ -714,10 +710,9 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
             target = _position_part(frames[k][i]).target
             beyond[n] = (np.linalg.norm(target - where[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
         if (beyond > 0).any():
-            worst = beyond.max() * 1e3
             hints.append(f"{label}: its target was out of reach on {int((beyond > 0).sum())} of the {len(rows)} "
-                         f"frames it missed, up to {worst:.{0 if worst >= 10 else 1}f} mm further from "
-                         f"{tree.link_names[base]!r} than the bones between them reach")
+                         f"frames it missed, up to {_mm(beyond.max())} further from {tree.link_names[base]!r} than "
+                         "the bones between them reach")
             far = True
     at = np.array([a for a, _ in anchors])
     root_moves = at.size and np.ptp(at, axis=0).max() > 1e-9  # (the action moves them)
@@ -725,6 +720,22 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "
                      "Root on and give the hips a goal")
     return hints
+
+
+def _links_between(tree, link, above):
+    """The links from ``link`` up to ``above``'s child: those whose joint offsets lie between the two (above's
+    own excluded); [] when ``above`` is not above ``link`` (or is it)."""
+    path = []
+    while link >= 0 and link != above:
+        path.append(link)
+        link = int(tree.parent[link])
+    return path if link == above else []
+
+
+def _mm(length):
+    """A length in world units as millimetres, whole from 10 mm up."""
+    mm = length * 1e3
+    return f"{mm:.{0 if mm >= 10 else 1}f} mm"
 
 
 def _pair_reach(tree, frames, rows, i, position, link, anchors, scales):
@@ -742,12 +753,8 @@ def _pair_reach(tree, frames, rows, i, position, link, anchors, scales):
         if other is None:
             continue
         a = tree.link(other.link)
-        path, k = [], link  # the links whose joint offsets lie between a's point and this goal's
-        while k >= 0 and k != a:
-            path.append(k)
-            k = int(tree.parent[k])
-        if k != a or not path or stretched.intersection(path + [a]) or \
-                not tree._rotational[np.isin(tree.var_link, path)].all():
+        path = _links_between(tree, link, a)
+        if not path or stretched.intersection(path + [a]) or not tree._rotational[np.isin(tree.var_link, path)].all():
             continue  # (not above it, or a length between them can change)
         if best is None or len(path) < len(best[2]):
             best = (j, a, path, other)
