@@ -1887,7 +1887,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
     low, span = _sampling(tree)
     in_a_row = np.zeros(1, dtype=np.int64)
     limited = max_restarts < 10**9
-    best_q, best_key, count, status, ran = q, (True, np.inf), 0, 1, False
+    best_q, best_key, count, status = q, (True, np.inf), 0, None  # (status: the last kernel's; None: none ran)
     stall, stall_ratio, damping_bias, damping_scale = int(stall or 0), float(stall_ratio), float(damping_bias), \
         float(damping_scale)
     damping_start, step_tol, residual_tol, backtracks = float(damping_start), float(step_tol), float(residual_tol), \
@@ -1897,7 +1897,6 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
         if left <= 0 or budget.past_deadline():
             break
         start = time.perf_counter()
-        ran = True
         q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
             q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
             damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, low, span, tp, gp)
@@ -1915,7 +1914,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
     if best_key[1] == np.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
-        if ran and not count:  # (one search: its own reason, as it ended)
+        if status is not None and not count:  # (one search: its own reason, as it ended)
             return q, MESSAGES[status], count
         q = project_packed(q, tp)
         return q, MESSAGES[1] if k.key(q)[0] else MESSAGES[0], count
