@@ -348,7 +348,8 @@ def _tree_arrays(tree):
     """The tree packed for the kernels, once per tree (its joints do not change; its origins may, and are read at
     each solve): (ti, tf, tb), one flat array per type, that _tree reads as (parent, kind, axis, var, cols, elbow,
     angle limits, limited, swing lo, swing hi, nearest, clip lower, clip upper, continuous, weights, ancestors,
-    var_link, stretch_var, anchor, full-turn joints' range (n, 2; NaN for other variables)). Packed, a kernel call
+    var_link, stretch_var, anchor, full-turn joints' range (n, 2; NaN for other variables), the random starts' lower
+    bounds and spans (Tree.sample_lower, Tree.span)). Packed, a kernel call
     unboxes 4 arrays for the tree, not 20 (75 ns each)."""
     arrays = tree.__dict__.get("_compiled_arrays")
     if arrays is not None:
@@ -398,7 +399,8 @@ def _tree_arrays(tree):
         np.concatenate([np.asarray(p, dtype=dtype).ravel() for p in parts]))
     arrays = tree._compiled_arrays = (
         flat(np.int64, [L, tree.n], tree.parent, kind, var, cols, elbow, stretch_var, anchor, tree.var_link),
-        flat(float, axis, angle_limits, swing_lo, swing_hi, tree._clip_lower, tree._clip_upper, tree.weights, turn),
+        flat(float, axis, angle_limits, swing_lo, swing_hi, tree._clip_lower, tree._clip_upper, tree.weights, turn,
+             tree.sample_lower, tree.span()),
         flat(np.bool_, [nearest], limited, continuous, tree.ancestors))
     return arrays
 
@@ -578,7 +580,7 @@ def kernel(problem):
 def _tree(tp):
     """The tree's tuple from its packed arrays (views, no copy): (parent, origins, kind, axis, var, cols, elbow,
     angle limits, limited, swing lo, swing hi, nearest, clip lower, clip upper, continuous, weights, ancestors,
-    var_link, stretch_var, anchor, turn); see _tree_arrays."""
+    var_link, stretch_var, anchor, turn, sample lower, sample span); see _tree_arrays."""
     ti, tf, tb, origin = tp
     L, n = ti[0], ti[1]
     o = 2
@@ -595,10 +597,12 @@ def _tree(tp):
     o = 13 * L
     clip_lower, clip_upper, weights = tf[o:o + n], tf[o + n:o + 2 * n], tf[o + 2 * n:o + 3 * n]
     turn = tf[o + 3 * n:o + 5 * n].reshape((n, 2))
+    sample_lower, sample_span = tf[o + 5 * n:o + 6 * n], tf[o + 6 * n:o + 7 * n]
     nearest, limited = tb[0], tb[1:1 + 3 * L].reshape((L, 3))
     continuous, ancestors = tb[1 + 3 * L:1 + 3 * L + n], tb[1 + 3 * L + n:1 + 3 * L + n + L * n].reshape((L, n))
     return (parent, origin, kind, axis, var, cols, elbow, angle_limits, limited, swing_lo, swing_hi, nearest,
-            clip_lower, clip_upper, continuous, weights, ancestors, var_link, stretch_var, anchor, turn)
+            clip_lower, clip_upper, continuous, weights, ancestors, var_link, stretch_var, anchor, turn, sample_lower,
+            sample_span)
 
 
 @njit(cache=True)
@@ -1573,9 +1577,6 @@ def _step_into(q, t, dq, T, out):
     _project_into(out, T, out)
 
 
-_NO_DRAW = np.empty(0)  # lm_kernel's sampling bounds: a single search draws no start
-
-
 def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
               backtracks, tp, gp):
     """One _lm search from Python (the memetic solver's exploitation, tests; solve's LM goes through search), the
@@ -1583,7 +1584,7 @@ def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale
     (one entry point compiled, not two: each compiles _lm and all it calls anew, 2 s). Returns (q, status: an index
     of MESSAGES, iterations, every goal met, E, each goal's error and angle at q (G, 2))."""
     out = restarts_kernel(q, np.zeros(1, dtype=np.int64), 0, max_iterations, 0, -1, stall, stall_ratio, damping_bias,
-                          damping_scale, damping_start, step_tol, residual_tol, backtracks, _NO_DRAW, _NO_DRAW, tp, gp)
+                          damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp)
     return out[0], out[8], out[6], out[2], out[3], out[4]
 
 
@@ -1770,9 +1771,10 @@ def _next_start(q, seed, stuck, in_a_row, partial, T, G):
 
 
 @njit(cache=True)
-def _random_into(out, low, span, T):
+def _random_into(out, T):
     """A random feasible configuration into out (Tree.random_configurations: uniform in each variable's range,
     then projected)."""
+    low, span = T[21], T[22]
     for v in range(out.shape[0]):
         out[v] = low[v] + np.random.random() * span[v]
     _project_into(out, T, out)
@@ -1780,7 +1782,7 @@ def _random_into(out, low, span, T):
 
 @njit(cache=True, entry=True)
 def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, stall_ratio, damping_bias,
-                    damping_scale, damping_start, step_tol, residual_tol, backtracks, low, span, tp, gp):
+                    damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp):
     """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
     with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls),
     until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit).
@@ -1809,7 +1811,7 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, status
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
-        _random_into(draw, low, span, T)
+        _random_into(draw, T)
         q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
@@ -1862,15 +1864,6 @@ def kernel_seed(rng):
 _entropy = np.random.default_rng()  # rng=None: fresh starts each solve
 
 
-def _sampling(tree):
-    """(lower bounds, spans) the kernels draw random starts in, once per tree."""
-    known = tree.__dict__.get("_compiled_sampling")
-    if known is None:
-        known = tree._compiled_sampling = (np.ascontiguousarray(tree.sample_lower, dtype=float),
-                                           np.ascontiguousarray(tree.span(), dtype=float))
-    return known
-
-
 def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RATIO, damping_bias=1e-3,
            damping_scale=1.0, damping_start=DAMPING_START, step_tol=1e-12, residual_tol=1e-12, backtracks=8):
     """The compiled LM (restarts_kernel) while ``budget`` lasts: _lm from q, then, ``max_restarts`` times at most
@@ -1884,7 +1877,6 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
     tp, gp = k.arrays()
     tree = k.tree
     q = np.ascontiguousarray(q, dtype=float)
-    low, span = _sampling(tree)
     in_a_row = np.zeros(1, dtype=np.int64)
     limited = max_restarts < 10**9
     best_q, best_key, count, status = q, (True, np.inf), 0, None  # (status: the last kernel's; None: none ran)
@@ -1899,7 +1891,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RAT
         start = time.perf_counter()
         q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
             q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
-            damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, low, span, tp, gp)
+            damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp)
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
             per = (time.perf_counter() - start) / iterations
             old = tree.__dict__.get("_compiled_iteration_seconds")
@@ -2041,11 +2033,11 @@ def _sort(X, M, phi):
 
 
 @njit(cache=True)
-def _initialise(X, M, phi, first, low, span, T, G, chain, ws, r, J, errors):
+def _initialise(X, M, phi, first, T, G, chain, ws, r, J, errors):
     """Eq. 16: ``first`` and random feasible individuals, no momentum, sorted by fitness."""
     _copy(X[0], first)
     for p in range(1, X.shape[0]):
-        _random_into(X[p], low, span, T)
+        _random_into(X[p], T)
     M[:] = 0.0
     for p in range(X.shape[0]):
         phi[p] = _fitness(X[p], T, G, chain, ws, r, J, errors)[0]
@@ -2053,10 +2045,10 @@ def _initialise(X, M, phi, first, low, span, T, G, chain, ws, r, J, errors):
 
 
 @njit(cache=True)
-def _start(X, M, phi, first, low, span, T, G, chain):
+def _start(X, M, phi, first, T, G, chain):
     """The first population (eq. 16) from ``first``, into X, M (momentum) and phi, sorted."""
     ws, r, J, errors = _memetic_workspace(X.shape[1], T, G)
-    _initialise(X, M, phi, first, low, span, T, G, chain, ws, r, J, errors)
+    _initialise(X, M, phi, first, T, G, chain, ws, r, J, errors)
 
 
 @njit(cache=True)
@@ -2111,13 +2103,14 @@ def _adopt_elites(X, M, phi, X_new, T, G, chain, ws, r, J, errors):
 
 
 @njit(cache=True)
-def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, errors):
+def _offspring(X, M, phi, xi, elites, waves, T, G, chain, ws, r, J, errors):
     """Eq. 17-20 and 23: the population after the elites replaced by children of the population as it is (its
     ranks, extinction factors xi), bred in ``waves`` (each wave's parents beaten by a child leave the mating pool,
     niching by pre-selection, before the next wave); then sorted. xi: the extinction factors (eq. 18) of the
     population as it was sorted before the elites' exploitation. (memetic.run's offspring, one child at a time.)"""
     P, n = X.shape
     C = P - elites
+    span = T[22]  # (the sampling spans: the mutation's scale)
     pool = np.ones(P, dtype=np.bool_)
     Xo, Mo, phio = np.empty((C, n)), np.empty((C, n)), np.empty(C)
     parents = np.empty((C, 2), dtype=np.int64)
@@ -2136,7 +2129,7 @@ def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, e
             cum[a] = (a + 1) * A - a * (a + 1) // 2
         for c in range(start, start + m):
             if A == 0:
-                _random_into(Xo[c], low, span, T)
+                _random_into(Xo[c], T)
                 Mo[c] = 0.0
                 phio[c] = _fitness(Xo[c], T, G, chain, ws, r, J, errors)[0]
                 parents[c] = -1
@@ -2176,7 +2169,7 @@ def _offspring(X, M, phi, xi, elites, waves, low, span, T, G, chain, ws, r, J, e
 
 
 @njit(cache=True)
-def _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain):
+def _generation(X, M, phi, best, best_phi, X_new, waves, T, G, chain):
     """One generation of Algorithm 1 (X, M, phi sorted; best, best_phi (1,)) given the elites' exploited points X_new
     (eq. 22; LM's or L-BFGS-B's, run by the caller): their adoption, offspring, the solution updated, and when
     neither made progress (PROGRESS), the population wiped out around it (eq. 24). Returns whether best meets every
@@ -2188,13 +2181,13 @@ def _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain)
         _copy(best, X_new[solved])
         best_phi[0] = _fitness(best, T, G, chain, ws, r, J, errors)[0]
         return True
-    _offspring(X, M, phi, xi, X_new.shape[0], waves, low, span, T, G, chain, ws, r, J, errors)
+    _offspring(X, M, phi, xi, X_new.shape[0], waves, T, G, chain, ws, r, J, errors)
     improved = phi[0] < PROGRESS * best_phi[0]  # (the best creeping forward does not hold off the wipe-out either)
     if phi[0] < best_phi[0]:
         _copy(best, X[0])
         best_phi[0] = phi[0]
     if not improved and not elite_improved:  # eq. 24: wiped out around the solution
-        _initialise(X, M, phi, best, low, span, T, G, chain, ws, r, J, errors)
+        _initialise(X, M, phi, best, T, G, chain, ws, r, J, errors)
     return _fitness(best, T, G, chain, ws, r, J, errors)[1]
 
 
@@ -2212,7 +2205,7 @@ _START, _GENERATION, _FITNESS = 0, 1, 2  # memetic's tasks
 
 
 @njit(cache=True, entry=True)
-def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low, span, tp, gp, chain):
+def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, tp, gp, chain):
     """The compiled memetic solver's one entry point (an entry point compiles everything it calls anew, some 10 s
     each): with numba's random numbers seeded by ``seed``,
     - _START: the first population (eq. 16) from ``best`` into X, M (momentum), phi, sorted;
@@ -2223,10 +2216,10 @@ def memetic(task, X, M, phi, best, best_phi, X_new, grad, met, seed, waves, low,
     T, G = _tree(tp), _goals(gp)
     np.random.seed(seed)
     if task == _START:
-        _start(X, M, phi, best, low, span, T, G, chain)
+        _start(X, M, phi, best, T, G, chain)
         return 0, False
     if task == _GENERATION:
-        return 1, _generation(X, M, phi, best, best_phi, X_new, waves, low, span, T, G, chain)
+        return 1, _generation(X, M, phi, best, best_phi, X_new, waves, T, G, chain)
     _fitness_rows(X_new, phi, grad, met, T, G, chain)
     return 0, False
 
@@ -2238,7 +2231,7 @@ def fitness_gradients(Q, tp, gp, chain):
     P, n = Q.shape
     f, grad, met = np.empty(P), np.empty((P, n)), np.zeros(P, dtype=bool)
     empty = np.empty((0, n))
-    memetic(_FITNESS, empty, empty, f, np.empty(n), np.empty(1), Q, grad, met, 0, 0, np.empty(n), np.empty(n), tp, gp,
+    memetic(_FITNESS, empty, empty, f, np.empty(n), np.empty(1), Q, grad, met, 0, 0, tp, gp,
             chain)
     return f, grad, met
 
@@ -2255,7 +2248,6 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     tp, gp = k.arrays()
     rng = np.random.default_rng(rng)
     P, E, n = population, elites, tree.n
-    low, span = np.ascontiguousarray(tree.sample_lower, dtype=float), np.ascontiguousarray(tree.span(), dtype=float)
     X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
     seed = lambda: int(rng.integers(2**31 - 1))  # noqa: E731 (numba's generator, seeded from ours at each call)
     chain = tree.chain_length(np.arange(len(tree.link_names)))
@@ -2263,7 +2255,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
     best, best_phi = np.ascontiguousarray(q0, dtype=float).copy(), np.empty(1)
 
     def call(task, X_new):
-        return memetic(task, X, M, phi, best, best_phi, X_new, no_grad, no_met, seed(), waves, low, span, tp, gp, chain)
+        return memetic(task, X, M, phi, best, best_phi, X_new, no_grad, no_met, seed(), waves, tp, gp, chain)
 
     bias = float(lm.bias(tree))
     call(_START, none)

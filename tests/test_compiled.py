@@ -548,13 +548,12 @@ def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     problem = Problem(tree, [Position(ROBOTS[0][2], (5.0, 5.0, 5.0))])  # out of reach: the search stalls
     k = compiled.kernel(problem)
     tp, gp = k.arrays()
-    low, span = np.ascontiguousarray(tree.sample_lower), np.ascontiguousarray(tree.span())
     q0 = np.full(tree.n, 0.1)
     q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8, tp, gp)[:3]
     assert status == 3 and its < 500  # stalled
     for budget, starts in ((its, 1), (its + 1, 1)):  # ending with the search, and one iteration into the next
         out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 0.99, 1e-3,
-                                       1.0, 1.0, 1e-12, 1e-12, 8, low, span, tp, gp)
+                                       1.0, 1.0, 1e-12, 1e-12, 8, tp, gp)
         assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
         assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
         assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
@@ -777,12 +776,11 @@ def _population(tree, goals, P, seed):
     n = tree.n
     X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
     best, best_phi = tree.random_configurations(seed, 1)[0], np.empty(1)
-    low, span = np.ascontiguousarray(tree.sample_lower), np.ascontiguousarray(tree.span())
     none = np.empty((0, n))
 
     def call(task, X_new, seed):
-        return compiled.memetic(task, X, M, phi, best, best_phi, X_new, none, np.zeros(0, dtype=bool), seed, 2, low,
-                                span, tp, gp, chain)
+        return compiled.memetic(task, X, M, phi, best, best_phi, X_new, none, np.zeros(0, dtype=bool), seed, 2, tp, gp,
+                                chain)
 
     call(compiled._START, none, seed)
     best[:], best_phi[0] = X[0], phi[0]
@@ -830,8 +828,7 @@ def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
     ws = _py(compiled._memetic_workspace)(tree.n, T, G)
     E = 3
     before = X.copy()
-    _py(compiled._offspring)(X, M, phi, _py(compiled._extinction)(phi), E, 2, np.ascontiguousarray(tree.sample_lower),
-                        np.ascontiguousarray(tree.span()), T, G, chain, *ws)
+    _py(compiled._offspring)(X, M, phi, _py(compiled._extinction)(phi), E, 2, T, G, chain, *ws)
     assert all(any(np.array_equal(x, e) for x in X) for e in before[:E])
     new = [x for x in X if not any(np.array_equal(x, e) for e in before[:E])]
     assert len(new) == len(X) - E and not any(np.array_equal(x, y) for x in new for y in before)
@@ -843,8 +840,7 @@ def test_compiled_offspring_are_new_feasible_and_bred_from_the_population():
     phi[:] = np.linspace(1.0, 2.0, len(phi))  # extinction factors 0 (the best) ... 1
     xi = _py(compiled._extinction)(phi)
     np.random.seed(0)
-    _py(compiled._offspring)(X, M, phi, xi, E, 2, np.ascontiguousarray(tree.sample_lower),
-                        np.ascontiguousarray(tree.span()), T, G, chain, *ws)
+    _py(compiled._offspring)(X, M, phi, xi, E, 2, T, G, chain, *ws)
     moved = np.abs(X - q)
     assert moved.max() > 0.01 and np.all(moved <= tree.span() + 1e-9)
     assert np.allclose(M[np.all(moved < 1e-15, axis=1)], 0.0)
