@@ -147,14 +147,14 @@ def _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, rest
     if max_restarts and (nearby or (options.get("starts") or 2) <= 1) or tree.n == 0:
         return None
     try:
+        budget = Budget(time_limit, max_iterations)  # (its clock first: packing the goals is the solve's time too)
         k = compiled.Kernel(tree, [objectives] if isinstance(objectives, Objective) else objectives)
-    except Exception:  # (Problem raises the error that names the objective)
+    except Exception:  # (Problem and Budget raise the error that names what is wrong, in their order)
         return None
     if not k._checks:
         return None
     q0 = _seed(tree, seed_q)
     if q0.shape != (tree.n,):
         return None
-    budget = Budget(time_limit, max_iterations)
     q, message, count = lm.compiled_search(k, q0, budget, rng, max_restarts, **options)
     return k.result(q, "lm", budget, message, count)

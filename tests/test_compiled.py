@@ -317,6 +317,35 @@ def test_solve_goes_straight_to_the_compiled_search_with_the_same_outcome(iiwa, 
         solve(iiwa, [Position("hand", [0, 0, 1])], None, time_limit=0.01)
 
 
+def test_the_short_ways_clock_counts_packing_the_goals(iiwa, monkeypatch):
+    """The time a solve reports (and its time_limit counts) begins before the goals are packed for the kernel, not
+    after; a bad time limit is refused as the general way refuses it, after a goal on an unknown link is named."""
+    import importlib
+    import time
+
+    module = importlib.import_module("fullbody_ik.solvers.solve")
+    tip = "lbr_iiwa_link_7"
+    goal = Pose(tip, iiwa.fk(np.zeros(iiwa.n))[tip])
+    solve(iiwa, goal, np.zeros(iiwa.n), time_limit=0.01)  # (compiled before the clock)
+    Kernel = compiled.Kernel
+
+    class Slow(Kernel):
+        def __init__(self, *args):
+            time.sleep(0.02)
+            super().__init__(*args)
+
+    monkeypatch.setattr(compiled, "Kernel", Slow)
+    calls = []
+    short = module._compiled_lm
+    monkeypatch.setattr(module, "_compiled_lm", lambda *a: calls.append(1) or short(*a))
+    res = solve(iiwa, goal, np.zeros(iiwa.n), time_limit=0.5)
+    assert calls and res.success and res.elapsed >= 0.02, res.elapsed
+    with pytest.raises(ValueError, match="time_limit must be positive"):
+        solve(iiwa, goal, np.zeros(iiwa.n), time_limit=-1.0)
+    with pytest.raises(ValueError, match="no link named 'hand'"):
+        solve(iiwa, [Position("hand", [0, 0, 1])], None, time_limit=-1.0)
+
+
 def test_the_compiled_searchs_edges_keep_their_meaning(iiwa):
     """A single search whose cost is not finite still says why it ended (not "budget exhausted" with iterations
     left); run_multistart asked for no restart keeps its own rule (a stalled search stops: 20 % over two
