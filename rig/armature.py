@@ -220,10 +220,10 @@ def unmodeled_settings(obj, bones, use_limit_rotation=False):
     return out
 
 
-def frame_origins(mapping, basis):
-    """The joint origins of the mapping's bones for pose-bone bases ``basis`` (N, 4, 4): the rest origin, moved
-    by the pose location of unconnected bones and turned by the pose rotation of fully locked ones."""
-    B = basis[mapping.rows]
+def frame_origins(mapping, B):
+    """The joint origins of the mapping's bones for their bases ``B`` (bones, 4, 4; read_frame_input's): the rest
+    origin, moved by the pose location of unconnected bones and turned by the pose rotation of fully locked
+    ones."""
     origin = mapping.rest_origin.copy()
     t = mapping.translated
     origin[t, :3, 3] += np.einsum("kij,kj->ki", origin[t, :3, :3], B[t, :3, 3])
@@ -247,9 +247,9 @@ def read_pose(obj, tree, mapping):
 def read_frame_input(obj, tree, mapping):
     """The bases (bones, 4, 4) of the mapping's bones as they are now, the tree's per-frame input set from them
     (read_pose without the configuration: a bake turns every frame's into one at once, poses_from_basis)."""
-    basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))
+    basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))[mapping.rows]
     tree.set_origins(mapping.links, frame_origins(mapping, basis))
-    return basis[mapping.rows]
+    return basis
 
 
 def poses_from_basis(tree, mapping, M):

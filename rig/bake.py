@@ -19,8 +19,8 @@ from ..solvers import Orientation, Pose, Position
 from ..solvers.blas import single_thread_blas
 from ..solvers.tracking import Frames
 from .armature import (
-    RigError, ShownState, bone_scales, channelbags, limit_violations, poses_from_basis, read_frame_input, read_pose,
-    rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
+    RigError, ShownState, bone_scales, channelbags, frame_origins, limit_violations, poses_from_basis,
+    read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .goals import ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
 
@@ -629,10 +629,21 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
         if report.missed().any():
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
+            missed = ~(report.errors <= limit)
             report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
-                                       self.anchors, ~(report.errors <= limit))
+                                       self.anchors, missed)
+            # (the frames the solve itself left short: not those only Blender's pose misses, for what the solve
+            # does not model)
+            report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
+                                        missed.any(axis=1) & ~np.array(self.success, dtype=bool))
         keep_report(action, report)
         return report
+
+    def _frame_tree(self, k):
+        """The tree as frame k had it (its origins: the action's root motion, locked bones' turns)."""
+        tree = self.tree.frame_copy()
+        tree.set_origins(self.mapping.links, frame_origins(self.mapping, self.bases[k]))
+        return tree
 
 
 def chain_roots(tree):
@@ -720,6 +731,45 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "
                      "Root on and give the hips a goal")
     return hints
+
+
+def limit_hints(tree_at, frames, Q, missed, most=200):
+    """Which joint limits the goals pull against on the frames that missed one: at a missed frame's answer, the
+    goals' steepest descent (their summed error's, each variable scaled by its weight as the solver's steps are)
+    is taken a small way and projected onto the limits (Tree.project: box limits, swing ellipses); when the
+    projection holds back a tenth of that move or more, the bones whose variables it holds back are told, with
+    the frames. At a solve's answer with every goal free to go on, nothing is held back; a goal out of reach with
+    the chain stretched toward it has no descent left to hold. ``tree_at(k)``: the tree with frame k's origins;
+    ``frames``: per frame its objectives; ``Q``: per frame the answer; ``missed``: (frames,) which frames the solve
+    left short of a goal. At most ``most`` of them are looked at (evenly spread). Returns sentences (none or one)."""
+    from ..solvers.problem import Problem
+
+    rows = np.flatnonzero(missed)
+    if len(rows) > most:
+        rows = rows[np.linspace(0, len(rows) - 1, most).round().astype(int)]
+    held, count = {}, 0  # bone -> frames
+    for k in rows:
+        tree = tree_at(k)
+        problem = Problem(tree, frames[k])
+        state = problem.state(Q[k])
+        step = -tree.weights * (problem.jacobian(state).T @ problem.residual(state))
+        size = np.linalg.norm(step)
+        if not size > 1e-12:
+            continue
+        step *= 1e-3 / size  # (a thousandth of a radian or of a tree unit)
+        moved = Q[k] + step
+        blocked = moved - tree.project(moved)
+        if not np.linalg.norm(blocked) >= 0.1 * 1e-3:
+            continue
+        count += 1
+        for v in np.flatnonzero(np.abs(blocked) > 0.01 * 1e-3):
+            held.setdefault(tree.link_names[tree.var_link[v]], set()).add(int(k))
+    if not count:
+        return []
+    bones = sorted(held.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    named = ", ".join(f"{b!r} on {len(f)}" for b, f in bones[:4]) + (" and others" if len(bones) > 4 else "")
+    return [f"joint limits: on {count} of the {len(rows)} frames with a missed goal looked at, the goals pull bones "
+            f"past their IK limits ({named}): widen those limits, or the targets ask for a pose they do not allow"]
 
 
 def _links_between(tree, link, above):

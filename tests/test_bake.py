@@ -190,6 +190,27 @@ def test_a_missed_goal_out_of_reach_is_told_why(scene):
     assert "why goals were missed" in report.text() and report.to_dict()["hints"] == report.hints
 
 
+def test_a_bake_held_back_by_ik_limits_names_the_bones(scene):
+    """The arm's two upper bones limited to 0.1 rad of bend: the target's circle, in reach by length, cannot be
+    followed, and the report names those bones' limits (no reach hint: the targets are in reach); with the limits
+    off, the same bake meets every frame and tells nothing."""
+    obj, target = scene
+    for name in ("b1", "b2"):
+        pb = obj.pose.bones[name]
+        pb.use_ik_limit_x = pb.use_ik_limit_z = True
+        pb.ik_min_x, pb.ik_max_x, pb.ik_min_z, pb.ik_max_z = -0.1, 0.1, -0.1, 0.1
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    missed = int(report.missed().sum())
+    assert missed > len(report.frames) // 2
+    assert report.hints == [f"joint limits: on {missed} of the {missed} frames with a missed goal looked at, the goals "
+                            f"pull bones past their IK limits ('b1' on {missed}, 'b2' on {missed}): widen those "
+                            "limits, or the targets ask for a pose they do not allow"], report.hints
+    for name in ("b1", "b2"):
+        obj.pose.bones[name].use_ik_limit_x = obj.pose.bones[name].use_ik_limit_z = False
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert not report.missed().any() and report.hints == []
+
+
 def test_reach_hints_measure_the_chain_as_the_frame_has_it():
     """A chain's reach is its joint offsets as the frame has them (a keyed bone that is not solved moves its
     joint: the chain is longer), from where its first moving joint is that frame; a goal on that bone itself
@@ -254,6 +275,41 @@ def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
     assert "on 1 of the 1 frames it missed, by up to 300 mm" in out[0]
     assert hints(tree, 1.0) == [] and hints(tree, 0.5, missed=False) == []  # 2 apart: in reach; met
     assert hints(tree_with("prismatic"), 0.5) == []  # the knee slides: no length to tell
+
+
+def test_limit_hints_name_the_joints_whose_limits_the_goals_pull_against():
+    """A two-bone arm whose elbow may bend 0.5 rad at most, asked to reach a point that needs 1.5 rad: the solve
+    stops with the elbow at its limit, the hand short of the point, and the hint names the elbow's link (not the
+    shoulder, free to turn). With the limit wide the point is met (nothing to tell); out of reach by length, the
+    arm stretched toward it, no limit is in the way and nothing is told either."""
+    from fullbody_ik.rig.bake import limit_hints
+    from fullbody_ik.solvers import Position, Tree, solve
+    from fullbody_ik.solvers.joints import Joint
+
+    along = np.eye(4)
+    along[0, 3] = 1.0
+
+    def arm(elbow_upper):
+        return Tree([Joint("shoulder", "revolute", "base", "upper", np.eye(4), (0, 0, 1), -3.0, 3.0),
+                     Joint("elbow", "revolute", "upper", "fore", along, (0, 0, 1), -0.1, elbow_upper),
+                     Joint("wrist", "fixed", "fore", "hand", along)])
+
+    def told(tree, point):
+        goal = [Position("hand", point)]
+        res = solve(tree, goal, np.zeros(tree.n), time_limit=0.2)
+        return res, limit_hints(lambda k: tree, [goal], [res.q], np.array([not res.success]))
+
+    bend = 1.5  # the point the hand reaches with the elbow bent 1.5 rad
+    point = (1.0 + np.cos(bend), np.sin(bend), 0.0)
+    res, hints = told(arm(0.5), point)
+    assert not res.success and abs(res.q[1] - 0.5) < 1e-9
+    assert hints == ["joint limits: on 1 of the 1 frames with a missed goal looked at, the goals pull bones past "
+                     "their IK limits ('fore' on 1): widen those limits, or the targets ask for a pose they do not "
+                     "allow"], hints
+    res, hints = told(arm(3.0), point)
+    assert res.success and hints == []
+    res, hints = told(arm(3.0), (3.0, 0.5, 0.0))  # 3.04 away, the arm reaches 2
+    assert not res.success and hints == []
 
 
 def test_thinning_keeps_the_curve_within_tolerance(scene):
