@@ -77,6 +77,14 @@ def section():
         parts.append(f"**Table II protocol, human.urdf (36 DOF), {r['targets']} targets per setup, seeds at rest** "
                      f"(`{r['command']}`, {r['machine']['date']}). Curves: `benchmarks/results/table2_curves.png`."
                      "\n\n" + table(rows, ["setup", "method", "success (10 ms)", "mean ms", "success (50 ms)"]))
+    r = load("multigoal")
+    if r:
+        rows = [[setup, ms["dof"], m, f"{100 * d['success_rate']:.1f} %", f"{d['mean_ms']:.2f}", f"{d['median_ms']:.2f}"]
+                for setup, ms in r["results"].items() for m, d in ms.items() if m != "dof"]
+        parts.append(f"**Multi-goal setups on whole robots (both wrists' poses; pr2's also with its head looking at a "
+                     f"point), {r['targets']} targets per setup, random seeds, targets from random configurations** "
+                     f"(`{r['command']}`, {r['machine']['date']}).\n\n"
+                     + table(rows, ["setup", "DOF", "method", "success (10 ms)", "mean ms", "median ms"]))
     r = load("tracking")
     if r:
         rows = [[clip, solver, f"{d['mean_mm']:.1f}", f"{d['p95_mm']:.1f}", f"{d['max_mm']:.0f}", d["violations"],
