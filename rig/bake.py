@@ -635,7 +635,7 @@ class Baker:
             # (the frames the solve itself left short: not those only Blender's pose misses, for what the solve
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
-                                        missed.any(axis=1) & ~np.array(self.success, dtype=bool))
+                                        missed.any(axis=1) & ~np.array(self.success, dtype=bool), self.goal_index)
         keep_report(action, report)
         return report
 
@@ -733,32 +733,36 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
     return hints
 
 
-def limit_hints(tree_at, frames, Q, missed, most=200):
+def limit_hints(tree_at, frames, Q, missed, goals=None, most=200):
     """Which joint limits the goals pull against on the frames that missed one: at a missed frame's answer, the
-    goals' steepest descent (their summed error's, each variable scaled by its weight as the solver's steps are)
-    is taken a small way and projected onto the limits (Tree.project: box limits, swing ellipses); when the
-    projection holds back a tenth of that move or more, the bones whose variables it holds back are told, with
-    the frames. At a solve's answer with every goal free to go on, nothing is held back; a goal out of reach with
-    the chain stretched toward it has no descent left to hold. ``tree_at(k)``: the tree with frame k's origins;
-    ``frames``: per frame its objectives; ``Q``: per frame the answer; ``missed``: (frames,) which frames the solve
-    left short of a goal. At most ``most`` of them are looked at (evenly spread). Returns sentences (none or one)."""
+    goals' steepest descent (their summed error's, each variable scaled by its weight squared, as the solver's most
+    damped step is) is taken a small way and projected onto the limits (Tree.project: box limits, swing ellipses);
+    when the projection holds back a tenth of that move or more, the bones whose limited variables it holds back
+    are told, with how many frames each (what a projection wraps, a ball's, a free root's, a continuous joint's
+    turn, is no limit and is not counted). At a solve's answer with every goal free to go on, nothing is held
+    back; a goal out of reach with the chain stretched toward it has no descent left to hold. ``tree_at(k)``: the
+    tree with frame k's origins; ``frames``: per frame its objectives, of which ``goals`` (indices; default all)
+    are the goals; ``Q``: per frame the answer; ``missed``: (frames,) which frames the solve left short of a goal.
+    At most ``most`` of them are looked at (evenly spread). Returns sentences (none or one)."""
     from ..solvers.problem import Problem
 
     rows = np.flatnonzero(missed)
     if len(rows) > most:
         rows = rows[np.linspace(0, len(rows) - 1, most).round().astype(int)]
-    held, count = {}, 0  # bone -> frames
+    held, count, limited = {}, 0, None  # bone -> frames
     for k in rows:
         tree = tree_at(k)
-        problem = Problem(tree, frames[k])
+        if limited is None:
+            limited = _limited_variables(tree)
+        problem = Problem(tree, [frames[k][i] for i in goals] if goals is not None else frames[k])
         state = problem.state(Q[k])
-        step = -tree.weights * (problem.jacobian(state).T @ problem.residual(state))
+        step = -tree.weights ** 2 * (problem.jacobian(state).T @ problem.residual(state))
         size = np.linalg.norm(step)
         if not size > 1e-12:
             continue
         step *= 1e-3 / size  # (a thousandth of a radian or of a tree unit)
         moved = Q[k] + step
-        blocked = moved - tree.project(moved)
+        blocked = np.where(limited, moved - tree.project(moved), 0.0)
         if not np.linalg.norm(blocked) >= 0.1 * 1e-3:
             continue
         count += 1
@@ -770,6 +774,25 @@ def limit_hints(tree_at, frames, Q, missed, most=200):
     named = ", ".join(f"{b!r} on {len(f)}" for b, f in bones[:4]) + (" and others" if len(bones) > 4 else "")
     return [f"joint limits: on {count} of the {len(rows)} frames with a missed goal looked at, the goals pull bones "
             f"past their IK limits ({named}): widen those limits, or the targets ask for a pose they do not allow"]
+
+
+def _limited_variables(tree):
+    """(n,) which variables a limit holds, clipped by Tree.project rather than wrapped: a limited scalar joint's
+    (not a continuous or full-turn one's), a swing-twist bone's limited axes, an IK stretch; not a ball's or a free
+    root's."""
+    from ..solvers.joints import ScalarModel, StretchModel, SwingTwistModel
+
+    out = np.zeros(tree.n, dtype=bool)
+    for m in tree.models:
+        if type(m) is ScalarModel:
+            bounded = np.array([np.isfinite(j.lower) or np.isfinite(j.upper) for j in m.joints], dtype=bool)
+            out[m.vars[bounded & ~m.continuous & ~m.full_turn, 0]] = True
+        elif type(m) is SwingTwistModel:
+            for a, k in m.col.items():
+                out[m.vars[m.limited[:, a], k]] = True
+        elif type(m) is StretchModel:
+            out[m.vars[:, 0]] = True
+    return out
 
 
 def _links_between(tree, link, above):

@@ -310,6 +310,17 @@ def test_limit_hints_name_the_joints_whose_limits_the_goals_pull_against():
     assert res.success and hints == []
     res, hints = told(arm(3.0), (3.0, 0.5, 0.0))  # 3.04 away, the arm reaches 2
     assert not res.success and hints == []
+    # A free root turned 1e-4 short of half a turn, its goal pulling it further: the projection wraps the rotation
+    # (by a whole turn), which is no limit: nothing is told.
+    from fullbody_ik.solvers.joints import FreeJoint
+
+    tree = Tree([FreeJoint("root", "world", "hips", np.eye(4)), Joint("tip", "fixed", "hips", "arm", along)])
+    q = np.zeros(tree.n)
+    q[5] = np.pi - 1e-4
+    goal = [Position("arm", (np.cos(np.pi + 0.5), np.sin(np.pi + 0.5), 0.0))]
+    moved = q + 1e-3 * np.eye(tree.n)[5]
+    assert np.abs(tree.project(moved) - moved).max() > 1.0  # (the wrap the old count took for a limit)
+    assert limit_hints(lambda k: tree, [goal], [q], np.array([True])) == []
 
 
 def test_thinning_keeps_the_curve_within_tolerance(scene):
