@@ -143,15 +143,13 @@ def _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, rest
     Kernel.result); None where _solve's own way is needed: a goal the kernel cannot pack (an unknown link or
     joint: Problem names it), no goal, no variable, a bad seed, restarts one by one (starts=1) or near the best answer
     (``nearby``)."""
-    max_restarts = _max_restarts(restarts, time_limit, max_iterations)
-    if max_restarts and (nearby or (options.get("starts") or 2) <= 1) or tree.n == 0:
-        return None
     try:
         budget = Budget(time_limit, max_iterations)  # (its clock first: packing the goals is the solve's time too)
         k = compiled.Kernel(tree, [objectives] if isinstance(objectives, Objective) else objectives)
-    except Exception:  # (Problem and Budget raise the error that names what is wrong, in their order)
+        max_restarts = _max_restarts(restarts, time_limit, max_iterations)
+    except Exception:  # (Problem, Budget and _solve raise the error that names what is wrong, in their order)
         return None
-    if not k._checks:
+    if max_restarts and (nearby or (options.get("starts") or 2) <= 1) or tree.n == 0 or not k._checks:
         return None
     q0 = _seed(tree, seed_q)
     if q0.shape != (tree.n,):

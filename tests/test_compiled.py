@@ -319,7 +319,8 @@ def test_solve_goes_straight_to_the_compiled_search_with_the_same_outcome(iiwa, 
 
 def test_the_short_ways_clock_counts_packing_the_goals(iiwa, monkeypatch):
     """The time a solve reports (and its time_limit counts) begins before the goals are packed for the kernel, not
-    after; a bad time limit is refused as the general way refuses it, after a goal on an unknown link is named."""
+    after; a bad time limit or count of restarts is refused as the general way refuses it, after a goal on an
+    unknown link is named."""
     import importlib
     import time
 
@@ -344,6 +345,10 @@ def test_the_short_ways_clock_counts_packing_the_goals(iiwa, monkeypatch):
         solve(iiwa, goal, np.zeros(iiwa.n), time_limit=-1.0)
     with pytest.raises(ValueError, match="no link named 'hand'"):
         solve(iiwa, [Position("hand", [0, 0, 1])], None, time_limit=-1.0)
+    with pytest.raises(ValueError, match="no link named 'hand'"):  # (a bad count of restarts is told after it)
+        solve(iiwa, [Position("hand", [0, 0, 1])], None, restarts=-1)
+    with pytest.raises(ValueError, match="restarts must be"):
+        solve(iiwa, goal, None, restarts=-1)
 
 
 def test_the_compiled_searchs_edges_keep_their_meaning(iiwa):
