@@ -749,11 +749,12 @@ def limit_hints(tree_at, frames, Q, missed, goals=None, most=200):
     rows = np.flatnonzero(missed)
     if len(rows) > most:
         rows = rows[np.linspace(0, len(rows) - 1, most).round().astype(int)]
-    held, count, limited = {}, 0, None  # bone -> frames
+    if not len(rows):
+        return []
+    limited = _limited_variables(tree_at(rows[0]))  # (the structure's: the same on every frame)
+    held, count = {}, 0  # bone -> frames
     for k in rows:
         tree = tree_at(k)
-        if limited is None:
-            limited = _limited_variables(tree)
         problem = Problem(tree, [frames[k][i] for i in goals] if goals is not None else frames[k])
         state = problem.state(Q[k])
         step = -tree.weights ** 2 * (problem.jacobian(state).T @ problem.residual(state))

@@ -32,28 +32,25 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     covered = compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives)
     if covered:  # compiled or loaded before the clock starts, once per process
         compiled.prepare("memetic" if method == "memetic" else "core")
+    record = method_record(method)
+    if options:
+        record.check_options(options)
     if method == "lm" and covered:
         # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve); the kernel projects
         # the seed (a call less)
-        record = method_record(method)
-        if options:
-            record.check_options(options)
         if record.run is lm.run:  # (not a method registered over "lm")
             done = _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, restarts, nearby, options)
             if done is not None:
                 return done
-        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, True,
-                      **options)
+        return _solve(tree, objectives, seed_q, method, record, time_limit, max_iterations, rng, restarts, nearby,
+                      True, **options)
     with single_thread_blas():
-        return _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, False,
-                      **options)
+        return _solve(tree, objectives, seed_q, method, record, time_limit, max_iterations, rng, restarts, nearby,
+                      False, **options)
 
 
-def _solve(tree, objectives, seed_q, method, time_limit, max_iterations, rng, restarts, nearby, compiled_lm,
+def _solve(tree, objectives, seed_q, method, record, time_limit, max_iterations, rng, restarts, nearby, compiled_lm,
            **options):
-    record = method_record(method)
-    if options and not compiled_lm:  # (checked by solve on its way here)
-        record.check_options(options)
     problem = Problem(tree, objectives)
     if not record.local and time_limit is None and max_iterations is None:
         max_iterations = GLOBAL_ITERATIONS  # (a global search has no end of its own short of success)
