@@ -132,7 +132,8 @@ _memetic_error = ""  # the background compile failed after the core was ready: t
 def available():
     """True when the compiled path can run (numba importable), is not switched off, and is not being compiled in
     the background (meanwhile the numpy path serves)."""
-    return numba is not None and _enabled and not compiling()
+    return numba is not None and _enabled and (_background is None or not compiling())  # (a solve asks: no call
+    # when nothing compiles in the background)
 
 
 def compiling():
@@ -440,8 +441,11 @@ class Kernel:
             w = math.sqrt(o.weight)
             offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
             if t is Displacement:
-                idx = o._indices(SimpleNamespace(tree=tree))
-                s = (_DISPLACEMENT, 0, len(references), len(idx), False, False, False, w, float(o.tolerance), inf)
+                # (every variable in order, the usual continuity goal: None, its indices made once per tree below)
+                idx = None if o.joints is None and o.reference.shape[0] == tree.n else \
+                    o._indices(SimpleNamespace(tree=tree))
+                s = (_DISPLACEMENT, 0, len(references), tree.n if idx is None else len(idx), False, False, False, w,
+                     float(o.tolerance), inf)
                 references.append(o.reference)
                 indices.append(idx)
             elif t is Distance:  # its other link in slot (-1: a fixed point), other point in the position target,
@@ -474,11 +478,17 @@ class Kernel:
             checks.append((s[4] or s[0] != _CARTESIAN, s[8], s[5] or s[6], s[9], t is Orientation or t is LookAt,
                            t is Pose))
         self._checks = checks
-        if references:
-            width = max([tree.n] + [len(i) for i in indices])
+        if len(references) == 1 and indices[0] is None:  # (a tracking frame's continuity: no copy, no loop)
+            refs = np.ascontiguousarray(references[0]).reshape(1, tree.n)  # (float64: Displacement's own array)
+            idx = tree.__dict__.get("_compiled_every_variable")
+            if idx is None:
+                idx = tree._compiled_every_variable = np.arange(tree.n, dtype=np.int64).reshape(1, tree.n)
+        elif references:
+            width = max([tree.n] + [len(i) for i in indices if i is not None])
             refs = np.array(references, dtype=float).reshape(len(references), tree.n)
             idx = np.full((len(indices), width), -1, dtype=np.int64)
             for row, i in enumerate(indices):
+                i = np.arange(tree.n) if i is None else i
                 idx[row, :len(i)] = i
         else:  # (most problems: two empty arrays, made once per tree)
             refs, idx = tree.__dict__.get("_compiled_no_references") or (np.empty((0, tree.n)),
@@ -553,7 +563,10 @@ def covers(tree, objectives):
     """Whether the compiled path is on and covers this tree and these objectives."""
     if not covers_tree(tree):
         return False
-    return all(type(o) in _COVERED_GOALS for o in objectives)
+    for o in objectives:  # (a loop, not all() over a generator: a solve asks)
+        if type(o) not in _COVERED_GOALS:
+            return False
+    return True
 
 
 def project_one(tree, q):
@@ -1834,17 +1847,20 @@ PARTIAL_RESTARTS = 10  # restarts of the stuck goals' variables alone in a row, 
 CHUNK = 200  # iterations per kernel call at most: the wall-clock budget is checked between calls
 
 
-def _chunk(tree, budget):
-    """Iterations for the next kernel call: CHUNK without a deadline, else about half of what the time left allows
-    at this tree's measured cost per iteration (16 before any is measured), at least 4: a 72-variable rig's
-    iteration costs about 0.25 ms, so 200 of them could overrun a drag step's budget by 50 ms."""
+def _chunk(tree, budget, now):
+    """Iterations for the next kernel call (0: none, the budget is spent): CHUNK without a deadline, else about
+    half of what the time left (from ``now``) allows at this tree's measured cost per iteration (16 before any is
+    measured), at least 4: a 72-variable rig's iteration costs about 0.25 ms, so 200 of them could overrun a drag
+    step's budget by 50 ms."""
     left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
     if budget.deadline is None or left <= 0:
         return left
+    seconds = budget.deadline - now
+    if seconds <= 0.0:
+        return 0
     per = tree.__dict__.get("_compiled_iteration_seconds")
     if per is None:
         return min(left, 16)
-    seconds = budget.deadline - time.perf_counter()
     return max(min(left, int(0.5 * seconds / per)), min(left, 4))
 
 
@@ -1864,36 +1880,46 @@ def kernel_seed(rng):
 _entropy = np.random.default_rng()  # rng=None: fresh starts each solve
 
 
-def search(k, q, budget, seed=-1, max_restarts=0, stall=0, stall_ratio=STALL_RATIO, damping_bias=1e-3,
-           damping_scale=1.0, damping_start=DAMPING_START, step_tol=1e-12, residual_tol=1e-12, backtracks=8):
+def settings(stall=0, stall_ratio=STALL_RATIO, damping_bias=1e-3, damping_scale=1.0, damping_start=DAMPING_START,
+             step_tol=1e-12, residual_tol=1e-12, backtracks=8):
+    """search's LM settings as restarts_kernel takes them: (stall, stall ratio, damping bias, damping scale, first
+    damping, step tolerance, residual tolerance, backtracks), each of its type (an int where a float belongs would
+    make numba compile the kernel anew, 25 s)."""
+    return (int(stall or 0), float(stall_ratio), float(damping_bias), float(damping_scale), float(damping_start),
+            float(step_tol), float(residual_tol), int(backtracks))
+
+
+DEFAULT_SETTINGS = settings()
+
+
+def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     """The compiled LM (restarts_kernel) while ``budget`` lasts: _lm from q, then, ``max_restarts`` times at most
     (10**9: while the budget lasts), from random feasible configurations drawn in the kernel (numba's generator
-    seeded with ``seed`` at the first draw when it is >= 0), until one meets every goal. A search is given up when
-    it stalls (``stall`` > 0); a restart changes only the variables of the goals stuck (at most PARTIAL_RESTARTS
-    times in a row, then all: _restart). The wall clock is looked at between kernel calls (a kernel cannot read
-    it), each given about half the iterations the time left allows at this tree's measured cost per iteration
-    (_chunk); iterations count into ``budget``. Returns (q, message, new starts made): the first answer that meets
-    every goal, else the best."""
+    seeded with ``seed`` at the first draw when it is >= 0), until one meets every goal. ``lm_settings``: settings()'s
+    tuple; a search is given up when it stalls (its ``stall`` > 0); a restart changes only the variables of the goals
+    stuck (at most PARTIAL_RESTARTS times in a row, then all: _restart). The wall clock is looked at between kernel
+    calls (a kernel cannot read it), each given about half the iterations the time left allows at this tree's
+    measured cost per iteration (_chunk); iterations count into ``budget``. Returns (q, message, new starts made):
+    the first answer that meets every goal, else the best."""
     tp, gp = k.arrays()
     tree = k.tree
     q = np.ascontiguousarray(q, dtype=float)
     in_a_row = np.zeros(1, dtype=np.int64)
     limited = max_restarts < 10**9
     best_q, best_key, count, status = q, (True, np.inf), 0, None  # (status: the last kernel's; None: none ran)
-    stall, stall_ratio, damping_bias, damping_scale = int(stall or 0), float(stall_ratio), float(damping_bias), \
-        float(damping_scale)
-    damping_start, step_tol, residual_tol, backtracks = float(damping_start), float(step_tol), float(residual_tol), \
-        int(backtracks)
+    stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks = lm_settings
+    now = time.perf_counter()
     while True:
-        left = _chunk(tree, budget)
-        if left <= 0 or budget.past_deadline():
+        left = _chunk(tree, budget, now)
+        if left <= 0:
             break
-        start = time.perf_counter()
+        start = now
         q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
             q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
             damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp)
+        now = time.perf_counter()
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
-            per = (time.perf_counter() - start) / iterations
+            per = (now - start) / iterations
             old = tree.__dict__.get("_compiled_iteration_seconds")
             tree._compiled_iteration_seconds = per if old is None else 0.8 * old + 0.2 * per
         if used:  # (the generator, seeded at the kernel's first draw, goes on in the next call)
@@ -2338,7 +2364,7 @@ def warm(part="memetic"):
     problem = Problem(tree, [Pose("l3", tree.fk(np.array([0.3, 0.2, 0.1]))["l3"])])
     k = kernel(problem)
     q, _, _ = search(k, np.zeros(3), Budget(None, 50))  # every entry point: LM, restarts, judging, projection
-    search(k, np.zeros(3), Budget(None, 20), kernel_seed(0), 10)
+    search(k, np.zeros(3), Budget(None, 20), kernel_seed(0), 10, settings(RESTART_STALL, RESTART_STALL_RATIO))
     k.result(q, "lm", Budget(), "")
     k.key(q)
     project_one(tree, q)

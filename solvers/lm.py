@@ -37,13 +37,21 @@ def compiled_search(k, q, budget, rng=None, max_restarts=0, damping_bias=None, s
         raise ValueError(f"max_restarts must be >= 0 or None, got {max_restarts!r}")
     if restarting is None:
         restarting = max_restarts > 0
-    if restarting:
-        stall, stall_ratio = stall or compiled.RESTART_STALL, stall_ratio or compiled.RESTART_STALL_RATIO
-    else:
-        stall_ratio = compiled.STALL_RATIO if stall_ratio is None else stall_ratio
-    return compiled.search(k, q, budget, compiled.kernel_seed(rng) if restarting else -1, max_restarts, stall,
-                           stall_ratio, bias(k.tree, damping_bias), damping_scale, first_damping(damping_start),
-                           step_tol, residual_tol, (4 if restarting else 8) if backtracks is None else backtracks)
+    seed = compiled.kernel_seed(rng) if restarting else -1
+    # the settings made once per tree for the defaults, with or without restarts and a stall (a tracking frame's),
+    # not converted and checked again at every solve
+    plain = damping_bias is None and backtracks is None and stall_ratio is None and damping_start is None and \
+        step_tol == 1e-12 and residual_tol == 1e-12 and damping_scale == 1.0
+    known = k.tree.__dict__.setdefault("_lm_settings", {}) if plain else {}
+    settings = known.get((restarting, stall))
+    if settings is None:
+        settings = known[(restarting, stall)] = compiled.settings(
+            (stall or compiled.RESTART_STALL) if restarting else stall,
+            (stall_ratio or compiled.RESTART_STALL_RATIO) if restarting else
+            compiled.STALL_RATIO if stall_ratio is None else stall_ratio, bias(k.tree, damping_bias), damping_scale,
+            first_damping(damping_start), step_tol, residual_tol,
+            (4 if restarting else 8) if backtracks is None else backtracks)
+    return compiled.search(k, q, budget, seed, max_restarts, settings)
 
 
 def run(problem, q, budget, damping_bias=None, step_tol=1e-12, residual_tol=1e-12, backtracks=8, stall=None,
