@@ -237,9 +237,9 @@ def _check_curves(id_block):
             n = len(fc.keyframe_points)
             if not n:
                 continue
-            co = np.zeros(2 * n)
+            co = np.zeros(2 * n, dtype=np.float32)  # (Blender's own type: a float64 buffer reads 3x slower)
             fc.keyframe_points.foreach_get("co", co)
-            handles = np.zeros(4 * n)
+            handles = np.zeros(4 * n, dtype=np.float32)
             fc.keyframe_points.foreach_get("handle_left", handles[: 2 * n])
             fc.keyframe_points.foreach_get("handle_right", handles[2 * n:])
             if not (np.all(np.isfinite(co)) and np.all(np.isfinite(handles))):
@@ -938,7 +938,7 @@ def _replace_range(fc, frames, values):
     points = fc.keyframe_points
     n = len(points)
     if n:
-        co = np.zeros(2 * n)
+        co = np.zeros(2 * n, dtype=np.float32)  # (Blender's own type: float64 buffers are read and written 3x slower)
         points.foreach_get("co", co)
         x = co[0::2]
         inside = np.flatnonzero((x >= frames[0] - 1e-6) & (x <= frames[-1] + 1e-6))
@@ -949,7 +949,7 @@ def _replace_range(fc, frames, values):
                 points.remove(points[int(i)], fast=True)
     n0 = len(points)
     points.add(len(frames))
-    co = np.zeros(2 * len(points))
+    co = np.zeros(2 * len(points), dtype=np.float32)
     points.foreach_get("co", co)
     co[2 * n0::2] = frames
     co[2 * n0 + 1::2] = values
