@@ -313,6 +313,8 @@ def scaled_bones(obj, mapping, tol=1e-4):
     obj.pose.bones.foreach_get("scale", scale)
     scale = scale.reshape(-1, 3)[mapping.rows].astype(float)
     off = np.abs(scale - 1.0).max(axis=1)
+    if not (off > tol).any():  # (every frame of most bakes: nothing scaled, nothing more to look at)
+        return {}
     ik_scaled = set(mapping.stretch) | {n for n in mapping.bones if mapping.parent.get(n) in mapping.stretch}
     return {n: float(o) for n, o in zip(mapping.bones, off) if o > tol and n not in ik_scaled}
 

@@ -362,8 +362,6 @@ class Baker:
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
-        self.anchors = []  # per frame, where the tree's chains start (chain_roots) and its joint offsets' lengths:
-        # a missed goal's reach_hints
         self.bases = []  # per frame read, the solved bones' bases as the action poses them
         self._animated = None  # (the last changed basis read, its configuration): _follow
         self.solve_ms, self.frame_ms, self.read_ms = [], [], []
@@ -428,8 +426,6 @@ class Baker:
         seed = q_anim if self.pool is not None or self.tracker.previous is None else self.tracker.previous
         objectives = self.goals.objectives(f, q_anim, seed)
         self.scales.append(world_scale(obj))  # errors in world units, as the tolerances and --max-error
-        self.anchors.append((fixed_positions(tree, chain_roots(tree)),  # (the tree's origins are this frame's: keyed
-                             np.linalg.norm(tree.origin[:, :3, 3], axis=1)))  # bones move, and lengthen chains)
         self.objectives.append(objectives)
         return objectives, q_anim
 
@@ -631,13 +627,19 @@ class Baker:
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
             missed = ~(report.errors <= limit)
             report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
-                                       self.anchors, missed)
+                                       [self._anchors(k) for k in range(len(self.frames))], missed)
             # (the frames the solve itself left short: not those only Blender's pose misses, for what the solve
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
                                         missed.any(axis=1) & ~np.array(self.success, dtype=bool), self.goal_index)
         keep_report(action, report)
         return report
+
+    def _anchors(self, k):
+        """Where frame k's tree had its chains start (chain_roots) and its joint offsets' lengths (keyed bones move,
+        and lengthen chains): reach_hints', made only for a bake that missed."""
+        tree = self._frame_tree(k)
+        return fixed_positions(tree, chain_roots(tree)), np.linalg.norm(tree.origin[:, :3, 3], axis=1)
 
     def _frame_tree(self, k):
         """The tree as frame k had it (its origins: the action's root motion, locked bones' turns)."""

@@ -160,7 +160,7 @@ def world_scale(obj):
     norms = [math.sqrt(a * a + d * d + g * g), math.sqrt(b * b + e * e + h * h), math.sqrt(c * c + f * f + i * i)]
     if not all(math.isfinite(n) for n in norms) or min(norms) < 1e-12:
         raise RigError(f"armature {obj.name!r} is scaled to zero or not finite in the world")
-    if a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) < 0:
+    if _det3(((a, b, c), (d, e, f), (g, h, i))) < 0:
         raise RigError(f"armature {obj.name!r} is mirrored in the world (a negative scale, its own or a parent's): "
                        "Blender's pose and the solve's would disagree; apply the scale (Object > Apply > Scale)")
     if max(norms) - min(norms) > 1e-5 * max(norms):
@@ -229,10 +229,12 @@ class GoalObjectives:
             return self.first
         T = _named_targets(obj, self.targeted, self.sources)
         R = np.zeros((len(T), 3, 3))
+        mirrored = False
         if self.turned:
             U, _, Vt = np.linalg.svd(T[self.turned, :3, :3])  # as as_rotation, at once
             R[self.turned] = U @ Vt
-        if (np.linalg.det(R[self.turned]) < 0).any() or np.abs(T[:, :3, 3]).max(initial=0.0) > MAX_COORDINATE:
+            mirrored = any(_det3(M) < 0.0 for M in R[self.turned].tolist())
+        if mirrored or np.abs(T[:, :3, 3]).max(initial=0.0) > MAX_COORDINATE:
             return goal_objectives(obj, obj.fullbody_ik.goals, self.tree, self.mapping, q_start)  # (says why)
         out = list(self.first)
         for k, (i, (_, goal)) in enumerate(zip(self.at, self.targeted)):
@@ -240,6 +242,13 @@ class GoalObjectives:
         for i in self.displacements:
             out[i] = aimed(self.first[i], reference=np.array(q_start, dtype=float).reshape(-1))
         return out
+
+
+def _det3(M):
+    """The determinant of a 3x3 given as nested lists (scalar arithmetic: a frame's one or two, 1 us against
+    np.linalg.det's 5)."""
+    (a, b, c), (d, e, f), (g, h, i) = M
+    return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
 
 
 def _goals_animated(obj):
