@@ -362,7 +362,9 @@ class Baker:
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
-        self.bases = []  # per frame read, the solved bones' bases as the action poses them
+        self.bases = []  # per frame read, the solved bones' bases as the action poses them (a missed bake's hints
+        # rebuild each frame's tree from them: _frame_tree)
+        self._trees = {}  # frame index -> its tree, made by _frame_tree for the hints (reach, then limits)
         self._animated = None  # (the last changed basis read, its configuration): _follow
         self.solve_ms, self.frame_ms, self.read_ms = [], [], []
         self.start_values = {}
@@ -642,9 +644,11 @@ class Baker:
         return fixed_positions(tree, chain_roots(tree)), np.linalg.norm(tree.origin[:, :3, 3], axis=1)
 
     def _frame_tree(self, k):
-        """The tree as frame k had it (its origins: the action's root motion, locked bones' turns)."""
-        tree = self.tree.frame_copy()
-        tree.set_origins(self.mapping.links, frame_origins(self.mapping, self.bases[k]))
+        """The tree as frame k had it (its origins: the action's root motion, locked bones' turns), made once."""
+        tree = self._trees.get(k)
+        if tree is None:
+            tree = self._trees[k] = self.tree.frame_copy()
+            tree.set_origins(self.mapping.links, frame_origins(self.mapping, self.bases[k]))
         return tree
 
 

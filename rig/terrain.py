@@ -28,7 +28,7 @@ class Terrain:
                 faces = len(mesh.polygons)
                 co = np.zeros(3 * len(mesh.vertices), dtype=np.float32)  # (Blender's type: 3x faster to read)
                 mesh.vertices.foreach_get("co", co)
-                points = np.column_stack([co.reshape(-1, 3).astype(float), np.ones(len(co) // 3)])
+                points = np.column_stack([co.reshape(-1, 3), np.ones(len(co) // 3)])  # (float64, as the ones)
                 z = (np.array(obj.matrix_world) @ points.T)[2]
                 self.top = max(self.top, float(z.max()) if len(z) else -np.inf)
             finally:

@@ -441,7 +441,7 @@ class Kernel:
             w = math.sqrt(o.weight)
             offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
             if t is Displacement:
-                # (every variable in order, the usual continuity goal: None, its indices made once per tree below)
+                # (every variable in order, the usual continuity goal: None; alone, packed below without a loop)
                 idx = None if o.joints is None and o.reference.shape[0] == tree.n else \
                     o._indices(SimpleNamespace(tree=tree))
                 s = (_DISPLACEMENT, 0, len(references), tree.n if idx is None else len(idx), False, False, False, w,
@@ -479,7 +479,8 @@ class Kernel:
                            t is Pose))
         self._checks = checks
         if len(references) == 1 and indices[0] is None:  # (a tracking frame's continuity: no copy, no loop)
-            refs = np.ascontiguousarray(references[0]).reshape(1, tree.n)  # (float64: Displacement's own array)
+            refs = np.array(references[0], dtype=float).reshape(1, tree.n)  # (a copy: the caller's array may be
+            # read-only, a type of its own to numba, compiled anew, or change after this solve)
             idx = tree.__dict__.get("_compiled_every_variable")
             if idx is None:
                 idx = tree._compiled_every_variable = np.arange(tree.n, dtype=np.int64).reshape(1, tree.n)
