@@ -419,6 +419,26 @@ def test_a_kernel_is_compiled_once_per_argument_type_not_per_constant_passed():
     assert len(inner.overloads) == 1, list(inner.overloads)
 
 
+def test_a_continuity_goals_reference_is_packed_in_the_kernels_own_type(iiwa):
+    """A lone Displacement over every variable is packed without a loop: from a copy, so that a read-only reference
+    (numba's type of its own: a compile of the kernel anew, 25 s, mid-bake) or one the caller changes after the solve
+    reaches the kernel as the others do."""
+    tree, tip = iiwa, "lbr_iiwa_link_7"
+    q = np.full(tree.n, 0.3)
+    target = tree.fk(q)[tip]
+    solve(tree, [Pose(tip, target), Displacement(np.zeros(tree.n), weight=0.1)], q, time_limit=0.05, restarts=False)
+    before = len(compiled.restarts_kernel.overloads)
+    reference = np.zeros(tree.n)
+    reference.flags.writeable = False
+    goals = [Pose(tip, target), Displacement(reference, weight=0.1)]
+    res = solve(tree, goals, q, time_limit=0.05, restarts=False)
+    assert len(compiled.restarts_kernel.overloads) == before, "a read-only reference made numba compile anew"
+    k = compiled.Kernel(tree, goals)
+    refs = k.arrays()[1][1]
+    assert refs.flags.writeable and refs.flags.c_contiguous and refs.base is not reference
+    assert res.success and np.allclose(refs[0], reference)
+
+
 def test_only_the_entry_points_are_compiled_with_pythons_wrappers():
     """The kernels' inner functions are compiled without the wrappers Python calls through (some 6 s of the
     core's cold compile); the entry points Python calls have them, and an inner function's twin serves a test."""
