@@ -323,7 +323,7 @@ def write_contacts(obj, action, slot, sampler, frames, contacts, skip=()):
         fc = bag.fcurves.new(path, group_name="Full-Body IK contacts")
         fc.keyframe_points.add(len(frames))
         co = np.empty(2 * len(frames), dtype=np.float32)  # (Blender's own type: float64 is written 3x slower)
-        co[0::2], co[1::2] = frames, contacts[:, j].astype(float)
+        co[0::2], co[1::2] = frames, contacts[:, j]
         fc.keyframe_points.foreach_set("co", co)
         fc.keyframe_points.foreach_set("interpolation", [0] * len(frames))  # CONSTANT
         fc.update()

@@ -441,7 +441,7 @@ class Kernel:
             w = math.sqrt(o.weight)
             offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
             if t is Displacement:
-                # (every variable in order, the usual continuity goal: None; alone, packed below without a loop)
+                # (None: every variable in order, the usual continuity goal's; its index row made once, below)
                 idx = None if o.joints is None and o.reference.shape[0] == tree.n else \
                     o._indices(SimpleNamespace(tree=tree))
                 s = (_DISPLACEMENT, 0, len(references), tree.n if idx is None else len(idx), False, False, False, w,
@@ -478,19 +478,18 @@ class Kernel:
             checks.append((s[4] or s[0] != _CARTESIAN, s[8], s[5] or s[6], s[9], t is Orientation or t is LookAt,
                            t is Pose))
         self._checks = checks
-        if len(references) == 1 and indices[0] is None:  # (a tracking frame's continuity: no copy, no loop)
-            refs = np.array(references[0], dtype=float).reshape(1, tree.n)  # (a copy: the caller's array may be
-            # read-only, a type of its own to numba, compiled anew, or change after this solve)
-            idx = tree.__dict__.get("_compiled_every_variable")
-            if idx is None:
-                idx = tree._compiled_every_variable = np.arange(tree.n, dtype=np.int64).reshape(1, tree.n)
-        elif references:
-            width = max([tree.n] + [len(i) for i in indices if i is not None])
+        if references:  # (a copy: a caller's read-only array is a type of its own to numba, compiled anew)
             refs = np.array(references, dtype=float).reshape(len(references), tree.n)
-            idx = np.full((len(indices), width), -1, dtype=np.int64)
-            for row, i in enumerate(indices):
-                i = np.arange(tree.n) if i is None else i
-                idx[row, :len(i)] = i
+            if len(indices) == 1 and indices[0] is None:  # (a tracking frame's continuity: its row made once)
+                idx = tree.__dict__.get("_compiled_every_variable")
+                if idx is None:
+                    idx = tree._compiled_every_variable = np.arange(tree.n, dtype=np.int64).reshape(1, tree.n)
+            else:
+                idx = np.full((len(indices), max([tree.n] + [len(i) for i in indices if i is not None])), -1,
+                              dtype=np.int64)
+                for row, i in enumerate(indices):
+                    i = np.arange(tree.n) if i is None else i
+                    idx[row, :len(i)] = i
         else:  # (most problems: two empty arrays, made once per tree)
             refs, idx = tree.__dict__.get("_compiled_no_references") or (np.empty((0, tree.n)),
                                                                          np.empty((0, tree.n), dtype=np.int64))

@@ -38,19 +38,23 @@ def compiled_search(k, q, budget, rng=None, max_restarts=0, damping_bias=None, s
     if restarting is None:
         restarting = max_restarts > 0
     seed = compiled.kernel_seed(rng) if restarting else -1
-    # the settings made once per tree for the defaults, with or without restarts and a stall (a tracking frame's),
-    # not converted and checked again at every solve
+    # the defaults' settings made once per tree, with or without restarts and a stall (a tracking frame's), not
+    # converted and checked again at every solve
     plain = damping_bias is None and backtracks is None and stall_ratio is None and damping_start is None and \
         step_tol == 1e-12 and residual_tol == 1e-12 and damping_scale == 1.0
-    known = k.tree.__dict__.setdefault("_lm_settings", {}) if plain else {}
-    settings = known.get((restarting, stall))
+    known = k.tree.__dict__.setdefault("_lm_settings", {}) if plain else None
+    key = (restarting, stall)
+    settings = known.get(key) if plain else None
     if settings is None:
-        settings = known[(restarting, stall)] = compiled.settings(
-            (stall or compiled.RESTART_STALL) if restarting else stall,
-            (stall_ratio or compiled.RESTART_STALL_RATIO) if restarting else
-            compiled.STALL_RATIO if stall_ratio is None else stall_ratio, bias(k.tree, damping_bias), damping_scale,
-            first_damping(damping_start), step_tol, residual_tol,
-            (4 if restarting else 8) if backtracks is None else backtracks)
+        if restarting:
+            stall, stall_ratio = stall or compiled.RESTART_STALL, stall_ratio or compiled.RESTART_STALL_RATIO
+        elif stall_ratio is None:
+            stall_ratio = compiled.STALL_RATIO
+        settings = compiled.settings(stall, stall_ratio, bias(k.tree, damping_bias), damping_scale,
+                                     first_damping(damping_start), step_tol, residual_tol,
+                                     (4 if restarting else 8) if backtracks is None else backtracks)
+        if plain:
+            known[key] = settings
     return compiled.search(k, q, budget, seed, max_restarts, settings)
 
 
