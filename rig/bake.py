@@ -22,6 +22,7 @@ from .armature import (
     RigError, ShownState, bone_scales, channelbags, frame_origins, limit_violations, poses_from_basis,
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
+from .evaluation import evaluating_only
 from .goals import ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
@@ -313,7 +314,9 @@ class ArmatureGoals:
     jobs (foot placement) give the Baker their own object with the same attributes: ``tree``, ``mapping``,
     ``columns`` ((objective index, "error" or a details key)), ``labels``, ``units``, ``goal_index`` and
     ``objectives(frame, q_anim, seed)``; ``needs_pose`` False when ``objectives`` does not read ``q_anim`` (it is
-    None then, but for a first frame)."""
+    None then, but for a first frame); ``read_objects()``, when known, the objects besides the armature whose
+    evaluated state ``objectives`` reads (a bake run to its end has Blender evaluate only those, the armature and
+    what they depend on: evaluating_only)."""
 
     needs_pose = False
 
@@ -331,6 +334,9 @@ class ArmatureGoals:
                        for i, field in self.columns]
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS or field == "angular_error" else "m"
                       for i, field in self.columns]
+
+    def read_objects(self):
+        return [g.target for g in self.obj.fullbody_ik.goals if g.enabled and g.target is not None]
 
     def objectives(self, frame, q_anim, seed):
         try:
@@ -476,10 +482,11 @@ class Baker:
         angular = {i for i, field in self.columns if field != "error"}
         values = any(isinstance(objectives[i], JointValue) for objectives in self.objectives for i in judged)
         matrices, Q = [], []
-        for f, q in zip(self.frames, self.Q):
-            self.scene.frame_set(f)
-            matrices.append(shown_matrices(self.obj)[self.mapping.rows])  # (the solved bones': memory per frame)
-            Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)
+        with evaluating_only(self.scene, [self.obj]):  # (the armature and what it depends on, in one go)
+            for f, q in zip(self.frames, self.Q):
+                self.scene.frame_set(f)
+                matrices.append(shown_matrices(self.obj)[self.mapping.rows])  # (the solved bones': memory per frame)
+                Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)
         state = shown_state(self.obj, self.tree, self.mapping, np.array(Q), np.array(matrices))
         errors = np.zeros((len(self.frames), max(judged, default=-1) + 1))
         angles = np.zeros_like(errors)
@@ -516,16 +523,23 @@ class Baker:
             return self._run(progress, should_cancel)
 
     def _run(self, progress, should_cancel):
+        read = getattr(self.goals, "read_objects", None)
+        cancelled = False
         try:
-            while not self.step():
-                if progress is not None:
-                    progress(self.progress)
-                if should_cancel is not None and should_cancel():
-                    self.cancel()
-                    return None
+            # (run to its end: nothing draws the objects left out meanwhile)
+            with evaluating_only(self.scene, None if read is None else [self.obj, *read()]):
+                while not self.step():
+                    if progress is not None:
+                        progress(self.progress)
+                    if should_cancel is not None and should_cancel():
+                        cancelled = True
+                        break
         except BaseException:
             self.cancel()
             raise
+        if cancelled:
+            self.cancel()
+            return None
         return self.finish()
 
     # ------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..solvers import Displacement, Orientation, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError, _matrices, chains_to
 from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, summary_lines
+from .evaluation import evaluating_only
 from .feet import _side, find_feet, up_vector
 from .goals import cached_tree
 from .terrain import Terrain
@@ -363,14 +364,15 @@ def sample_motion(scene, obj, feet, frames, step=1):
     pelvis = np.zeros((F, 3))
     ankles = np.zeros((F, len(feet), 3))
     pelvis_rotation = np.zeros((F, 3, 3))
-    for i, f in enumerate(frames):
-        scene.frame_set(f)
-        pts[i], rotations[i] = sampler.sample(rotations=True)
-        pb = obj.pose.bones[pelvis_name]
-        pelvis[i] = np.array(obj.matrix_world @ pb.head)
-        R = np.array(pb.matrix)[:3, :3]
-        pelvis_rotation[i] = R / np.linalg.norm(R, axis=0, keepdims=True)
-        ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
+    with evaluating_only(scene, [obj]):  # (the armature alone is read, in one go)
+        for i, f in enumerate(frames):
+            scene.frame_set(f)
+            pts[i], rotations[i] = sampler.sample(rotations=True)
+            pb = obj.pose.bones[pelvis_name]
+            pelvis[i] = np.array(obj.matrix_world @ pb.head)
+            R = np.array(pb.matrix)[:3, :3]
+            pelvis_rotation[i] = R / np.linalg.norm(R, axis=0, keepdims=True)
+            ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
     fps = scene.render.fps / scene.render.fps_base / max(step, 1)
     floor = float(np.percentile(pts[..., 2], 1))
     leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)  # hip height: the character's size
@@ -1061,6 +1063,9 @@ class FootGoals:
 
         self.unit = world_scale(obj)  # world length of one tree unit
 
+    def read_objects(self):
+        return []  # (the plan is made: each frame reads the armature alone)
+
     def objectives(self, frame, q_anim, seed):
         i = self.index[frame]
         to_arm = np.linalg.inv(np.array(self.obj.matrix_world))
@@ -1318,15 +1323,17 @@ def foot_placement(scene, obj, options, progress=None):
     shots = set(both[np.linspace(0, len(both) - 1, min(4, len(both))).astype(int)].tolist()) if len(both) else set()
     segments = {}
     held = np.zeros((len(frames), len(options.held)))  # held bones' heads from their targets, as shown
-    for i, f in enumerate(frames):
-        scene.frame_set(f)
-        result[i], result_rot[i] = sampler.sample(rotations=True)
-        for k, (bone, targets) in enumerate(options.held.items()):
-            held[i, k] = np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[bone].head) - targets[i])
-        if i in shots:
-            W = np.array(obj.matrix_world)
-            segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3], (W @ np.append(np.array(pb.tail), 1.0))[:3])
-                           for pb in obj.pose.bones if pb.bone.use_deform]
+    with evaluating_only(scene, [obj]):  # (the result as Blender shows it: the armature alone is read)
+        for i, f in enumerate(frames):
+            scene.frame_set(f)
+            result[i], result_rot[i] = sampler.sample(rotations=True)
+            for k, (bone, targets) in enumerate(options.held.items()):
+                held[i, k] = np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[bone].head) - targets[i])
+            if i in shots:
+                W = np.array(obj.matrix_world)
+                segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3],
+                                (W @ np.append(np.array(pb.tail), 1.0))[:3])
+                               for pb in obj.pose.bones if pb.bone.use_deform]
     scene.frame_set(before_frame[0], subframe=before_frame[1])
     before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler, heights=plan_.terrain)
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)

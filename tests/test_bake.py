@@ -618,3 +618,123 @@ def test_a_bake_leaves_what_the_goals_do_not_ask_for_as_the_action_has_it():
         if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
             bpy.ops.object.mode_set(mode="OBJECT")
         fullbody_ik.unregister()
+
+
+def _skinned_mesh(obj):
+    """A mesh deformed by the armature (an Armature modifier, every vertex on b2), parented to it."""
+    mesh = bpy.data.meshes.new("Skin")
+    mesh.from_pydata([(0.0, 0.0, 2.0), (0.1, 0.0, 2.4), (0.0, 0.1, 2.8)], [], [(0, 1, 2)])
+    skin = bpy.data.objects.new("Skin", mesh)
+    bpy.context.scene.collection.objects.link(skin)
+    skin.parent = obj
+    skin.vertex_groups.new(name="b2").add([0, 1, 2], 1.0, "REPLACE")
+    skin.modifiers.new("Armature", "ARMATURE").object = obj
+    return skin
+
+
+def _evaluated_vertices(obj):
+    evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array([tuple(evaluated.matrix_world @ v.co) for v in evaluated.data.vertices])
+
+
+def test_a_bake_has_blender_evaluate_only_what_it_reads_and_leaves_the_scene_as_it_was(scene):
+    """While it reads the goals' targets a bake run to its end has Blender evaluate only the armature and the
+    targets (the skinned mesh, another animated object are disabled in viewports), while it judges the baked pose
+    only the armature; afterwards every object is shown and selected as before and evaluated at the frame the user
+    was on (nothing left stale)."""
+    obj, target = scene
+    skin = _skinned_mesh(obj)
+    other = bpy.data.objects.new("Other", None)
+    off = bpy.data.objects.new("Off", None)
+    for o in (other, off):
+        bpy.context.scene.collection.objects.link(o)
+    other.keyframe_insert("location", frame=1)
+    off.hide_viewport = True
+    skin.select_set(True)
+    seen = []
+
+    def record(scene, depsgraph=None):
+        seen.append(frozenset(o.name for o in scene.objects if o.hide_viewport))
+
+    bpy.app.handlers.frame_change_post.append(record)
+    try:
+        report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    finally:
+        bpy.app.handlers.frame_change_post.remove(record)
+    assert report.ok, report.text()
+    frames = FRAMES[1] - FRAMES[0] + 1
+    assert seen[:frames] == [frozenset({"Skin", "Other", "Off"})] * frames  # reading: the armature, the target
+    assert seen[frames:2 * frames] == [frozenset({"Skin", "Other", "Off", "Target"})] * frames  # judging
+    assert seen[2 * frames:] == [frozenset({"Off"})]  # back on the user's frame, everything shown
+    assert [o.hide_viewport for o in (obj, target, skin, other, off)] == [False, False, False, False, True]
+    assert skin.select_get() and not other.select_get()
+    assert bpy.context.scene.frame_current == 5
+    shown = _evaluated_vertices(skin)
+    bpy.context.scene.frame_set(6)
+    bpy.context.scene.frame_set(5)
+    assert np.allclose(shown, _evaluated_vertices(skin), rtol=0, atol=1e-6)
+
+
+def test_a_bake_is_judged_on_what_the_armature_depends_on_though_it_is_left_out(scene):
+    """An object disabled while the bake judges is still evaluated when the armature depends on it: the arm's root
+    follows an animated empty (a Copy Location constraint, which the solve does not model), and the report's
+    errors are the distances Blender shows on every frame, the constraint's moves included."""
+    obj, target = scene
+    carrier = bpy.data.objects.new("Carrier", None)
+    bpy.context.scene.collection.objects.link(carrier)
+    for f, x in ((FRAMES[0], 0.0), (FRAMES[1], 0.3)):
+        carrier.location = (x, 0.0, 0.0)
+        carrier.keyframe_insert("location", frame=f)
+    c = obj.pose.bones["b0"].constraints.new("COPY_LOCATION")
+    c.target, c.use_offset = carrier, True
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES, max_error=float("inf"))).run()
+    truth = np.array([tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1)])
+    assert np.ptp(truth) > 0.1  # the carrier moves the arm further off the target frame after frame
+    assert np.allclose(report.errors[:, 0], truth, rtol=0, atol=1e-6)  # (float32 matrices both ways)
+
+
+def test_a_cancelled_or_failed_bake_shows_everything_again(scene):
+    obj, target = scene
+    skin = _skinned_mesh(obj)
+    skin.select_set(True)
+    calls = []
+    assert Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run(
+        should_cancel=lambda: calls.append(1) or len(calls) > 3) is None
+    assert not skin.hide_viewport and skin.select_get()
+
+    def fail(*_):
+        raise RuntimeError("a goal provider's error")
+
+    baker = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES))
+    baker.goals.objectives = fail
+    with pytest.raises(RuntimeError, match="provider"):
+        baker.run()
+    assert not skin.hide_viewport and skin.select_get() and bpy.context.scene.frame_current == 5
+
+
+def test_a_scene_that_simulates_is_evaluated_whole(scene):
+    """Objects left out of a simulation's frames would change its cache (a collider, a field): a scene with a
+    simulation (a cloth, a rigid body world, a simulation zone in geometry nodes) keeps every object evaluated."""
+    from fullbody_ik.rig.evaluation import evaluating_only, simulation
+
+    obj, target = scene
+    skin = _skinned_mesh(obj)
+    sc = bpy.context.scene
+    with evaluating_only(sc, [obj]) as disabled:
+        assert disabled == 2 and skin.hide_viewport and target.hide_viewport
+    assert simulation(sc) is None and not skin.hide_viewport and not target.hide_viewport
+    tree = bpy.data.node_groups.new("Sim", "GeometryNodeTree")
+    skin.modifiers.new("Nodes", "NODES").node_group = tree
+    assert simulation(sc) is None  # geometry nodes without a simulation
+    group = bpy.data.node_groups.new("Inner", "GeometryNodeTree")
+    group.nodes.new("GeometryNodeSimulationOutput")
+    tree.nodes.new("GeometryNodeGroup").node_tree = group
+    assert simulation(sc) == "Skin"
+    with evaluating_only(sc, [obj]) as disabled:
+        assert disabled == 0 and not skin.hide_viewport and not target.hide_viewport
+    skin.modifiers.remove(skin.modifiers["Nodes"])
+    skin.modifiers.new("Cloth", "CLOTH")
+    assert simulation(sc) == "Skin"
+    skin.modifiers.remove(skin.modifiers["Cloth"])
+    sc.rigidbody_world_add() if hasattr(sc, "rigidbody_world_add") else bpy.ops.rigidbody.world_add()
+    assert simulation(sc) == "the rigid body world"
