@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.drag_step --steps 60 --budget-ms 16
 	$(PY) -m fullbody_ik.benchmarks.tracking
 	$(PY) -m fullbody_ik.benchmarks.bake
+	$(PY) -m fullbody_ik.benchmarks.evaluation
 	$(PY) -m fullbody_ik.benchmarks.solve_frames
 	$(PY) -m fullbody_ik.benchmarks.footplant --frames 240
 	$(PY) -m fullbody_ik.benchmarks.retarget --frames 240
