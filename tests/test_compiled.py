@@ -164,9 +164,10 @@ def test_bones_lm_takes_the_numpy_steps():
 
 def test_the_dual_step_is_the_normal_equations_step():
     """_dual_step (an m_d x m_d system for the dense rows, Woodbury) gives _damped_step's dq (n x n) on bone trees,
-    with one-variable rows, held variables and swings sliding along their limits, damping from 1e-9 to 1."""
+    with one-variable rows, held variables and swings sliding along their limits, damping from 1e-9 to 1; so does
+    _dual_resolve, its system updated from fewer held variables and sliding swings."""
     rng, trees = _bone_trees(11, 40)
-    slid = dense_compared = 0
+    slid = dense_compared = grown = 0
     for tree in trees:
         T = compiled.Kernel(tree, [Position(tree.link_names[-1], np.zeros(3))]).tree_arrays()
         cols, n, L = T[5], tree.n, len(tree.link_names)
@@ -195,6 +196,14 @@ def test_the_dual_step_is_the_normal_equations_step():
             _py(compiled._sparse_rows)(J, r, D, row_var, dw[1][0], dw[1][1])
             dual = np.empty(n)
             _py(compiled._dual_step)(J, r, lam, D, held, cols, blocks, sliding, sliding.any(), dual, dw)
+            # and grown to it (_dual_resolve): from about half of the held variables and sliding swings, the rest
+            # added to the system a unit at a time, as _constrained_step grows its active set
+            held0, sliding0 = held & (rng.random(n) < 0.5), sliding & (rng.random(L) < 0.5)
+            _py(compiled._dual_step)(J, r, lam, D, held0, cols, blocks, sliding0, sliding0.any(), np.empty(n), dw)
+            resolved, before = np.empty(n), np.concatenate([held0, sliding0])
+            _py(compiled._dual_resolve)(lam, J, D, held, before[:n], cols, blocks, sliding, before[n:], T[17],
+                                        resolved, dw)
+            grown += (held0 != held).any() or (sliding0 != sliding).any()
             # the same system solved two ways: equal to what the condition numbers of both systems allow
             P, C = np.eye(n), np.zeros(n)
             for i in np.flatnonzero(sliding):
@@ -206,11 +215,12 @@ def test_the_dual_step_is_the_normal_equations_step():
             cond = np.linalg.cond(A.T @ A + Lam)
             if len(A):
                 cond = max(cond, np.linalg.cond(np.eye(len(A)) + A @ np.linalg.solve(Lam, A.T)))
-            assert np.abs(dual - primal).max() <= max(1e-11, 1e-15 * cond) * max(1.0, np.abs(primal).max())
-            assert not dual[held].any()
+            for x in (dual, resolved):
+                assert np.abs(x - primal).max() <= max(1e-11, 1e-15 * cond) * max(1.0, np.abs(primal).max())
+                assert not x[held].any()
             slid += sliding.any()
             dense_compared += 0 < len(dw[0]) < n
-    assert slid > 20 and dense_compared > 20
+    assert slid > 20 and dense_compared > 20 and grown > 50
     use_dual = _py(compiled._use_dual)
     assert not use_dual(6, 7) and use_dual(21, 96)  # Table I's arm: n x n; the tracked human: dual
 
