@@ -336,7 +336,7 @@ class ArmatureGoals:
                       for i, field in self.columns]
 
     def read_objects(self):
-        return [g.target for g in self.obj.fullbody_ik.goals if g.enabled and g.target is not None]
+        return [g.target for g in self.obj.fullbody_ik.goals if g.target is not None]  # (enabled may be keyed)
 
     def objectives(self, frame, q_anim, seed):
         try:

@@ -302,6 +302,7 @@ def retarget(scene, source, target, options=None, progress=None):
     scene.frame_set(first)
     Rs_rest, _ = S.rest_world()
     Rt_rest, t_rest_heads = T.rest_world()
+    W_t = np.array(target.matrix_world)  # (at the first frame, before the passes below leave the target out)
     s_hands = [S.index[hs.bone(f"{s} hand")] for s in SIDES]
     s_pelvis = S.index[hs.bone("pelvis")]
     # The source over the frames (world): its mapped bones' rotations, pelvis, hands, lower ankle.
@@ -331,7 +332,6 @@ def retarget(scene, source, target, options=None, progress=None):
     keyed = {tb for _, _, tb in pairs}
     keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
     order = sorted(keyed, key=lambda n: len(target.data.bones[n].parent_recursive))
-    W_t = np.array(target.matrix_world)
     Rw_t = W_t[:3, :3] / np.linalg.norm(W_t[:3, :3], axis=0, keepdims=True)
     W_t_inv = np.linalg.inv(W_t)
     pname = ht.bone("pelvis")

@@ -1426,8 +1426,8 @@ def _dual_workspace(row_var, n, L, always):
             k += 1
     # (few arrays, each a stack: a long tuple costs compile time in every function it passes through; the last:
     # _constrained_step's held variables and sliding swings before they grew, for _dual_resolve)
-    return (dense, np.empty((4, n)), np.empty((2, md, n)), np.empty((2, md, md)), np.empty((5, md)),
-            np.empty((L, 2, 2)), np.zeros(n + L, dtype=np.bool_))
+    return (dense, np.empty((3, n)), np.empty((2, md, n)), np.empty((2, md, md)), np.empty((5, md)),
+            np.zeros(n + L, dtype=np.bool_))
 
 
 @njit(cache=True)
@@ -1463,8 +1463,8 @@ def _dot(a, b):
 def _dual_unit(v, w, i, J, D, held, blocks, dense, lam, dw):
     """One unit of _dual_step's system into its columns of A, B = (Lambda^-1 A^T)^T and g = Lambda^-1 P Z g_s: a
     variable v alone (i < 0), or the swing (v, w) of link i sliding along its limit (its block of P, i; Lambda's
-    2x2 block inverted into dw's inv_blocks[i])."""
-    vectors, AB, inv_blocks = dw[1], dw[2], dw[5]
+    2x2 block inverted: M)."""
+    vectors, AB = dw[1], dw[2]
     c, gs, g = vectors[0], vectors[1], vectors[2]
     A, B = AB[0], AB[1]
     md = dense.shape[0]
@@ -1477,22 +1477,22 @@ def _dual_unit(v, w, i, J, D, held, blocks, dense, lam, dw):
             B[k, v] = inv * a
         g[v] = 0.0 if h else inv * gs[v]
         return
-    P, M = blocks[i], inv_blocks[i]
+    P = blocks[i]
     ca, cb = 0.0 if held[v] else c[v], 0.0 if held[w] else c[w]
     p = P[0, 0] * P[0, 0] * ca + P[0, 1] * P[1, 0] * cb + lam  # Lambda's block: P diag(ca, cb) P + lam I
     s = P[0, 0] * P[0, 1] * ca + P[0, 1] * P[1, 1] * cb
     t = P[1, 0] * P[1, 0] * ca + P[1, 1] * P[1, 1] * cb + lam
     det = max(p * t - s * s, 1e-300)
-    M[0, 0], M[0, 1], M[1, 0], M[1, 1] = t / det, -s / det, -s / det, p / det
+    m00, m01, m11 = t / det, -s / det, p / det  # M, symmetric
     for k in range(md):
         x = 0.0 if held[v] else J[dense[k], v] * D[v]
         z = 0.0 if held[w] else J[dense[k], w] * D[w]
         x, z = P[0, 0] * x + P[0, 1] * z, P[1, 0] * x + P[1, 1] * z
         A[k, v], A[k, w] = x, z
-        B[k, v], B[k, w] = M[0, 0] * x + M[0, 1] * z, M[1, 0] * x + M[1, 1] * z
+        B[k, v], B[k, w] = m00 * x + m01 * z, m01 * x + m11 * z
     x, z = 0.0 if held[v] else gs[v], 0.0 if held[w] else gs[w]
     x, z = P[0, 0] * x + P[0, 1] * z, P[1, 0] * x + P[1, 1] * z
-    g[v], g[w] = M[0, 0] * x + M[0, 1] * z, M[1, 0] * x + M[1, 1] * z
+    g[v], g[w] = m00 * x + m01 * z, m01 * x + m11 * z
 
 
 @njit(cache=True, leaf=True)
@@ -1545,19 +1545,26 @@ def _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw):
 
 
 @njit(cache=True, leaf=True)
+def _dual_replace(v, w, i, J, D, held, blocks, dense, lam, dw):
+    """The unit (v, w, i) of _dual_unit taken out of _dual_step's system with the columns it had, and put back with
+    those of the present state."""
+    _dual_add(-1.0, v, w, dw)
+    _dual_unit(v, w, i, J, D, held, blocks, dense, lam, dw)
+    _dual_add(1.0, v, w, dw)
+
+
+@njit(cache=True, leaf=True)
 def _dual_resolve(lam, J, D, held, was_held, cols, blocks, sliding, was_sliding, var_link, dq, dw):
     """_dual_step again after the held variables or the sliding swings grew (from was_held, was_sliding): only the
     units that changed taken out of its system and put back (rank-one and rank-two updates of K, m_d^2 each, not
-    its m_d^2 n of anew: a tracked human's constrained step solves 2.3 times on average)."""
+    the m_d^2 n of a new system: a tracked human's constrained step solves 2.3 times on average)."""
     dense = dw[0]
     any_sliding = False
     for i in range(sliding.shape[0]):
         any_sliding |= sliding[i]
-        if sliding[i] and not was_sliding[i]:  # its two variables alone become its block
+        if sliding[i] and not was_sliding[i]:  # its two variables alone become its block (taken out as a pair)
             a, b = cols[i, 0], cols[i, 2]
-            _dual_add(-1.0, a, b, dw)
-            _dual_unit(a, b, i, J, D, held, blocks, dense, lam, dw)
-            _dual_add(1.0, a, b, dw)
+            _dual_replace(a, b, i, J, D, held, blocks, dense, lam, dw)
             was_held[a], was_held[b] = held[a], held[b]  # (done)
     for v in range(D.shape[0]):
         if held[v] == was_held[v]:
@@ -1565,14 +1572,10 @@ def _dual_resolve(lam, J, D, held, was_held, cols, blocks, sliding, was_sliding,
         i = var_link[v]
         if sliding[i] and (cols[i, 0] == v or cols[i, 2] == v):  # in a block that slid before
             a, b = cols[i, 0], cols[i, 2]
-            _dual_add(-1.0, a, b, dw)
-            _dual_unit(a, b, i, J, D, held, blocks, dense, lam, dw)
-            _dual_add(1.0, a, b, dw)
+            _dual_replace(a, b, i, J, D, held, blocks, dense, lam, dw)
             was_held[a], was_held[b] = held[a], held[b]
         else:
-            _dual_add(-1.0, v, -1, dw)
-            _dual_unit(v, -1, -1, J, D, held, blocks, dense, lam, dw)
-            _dual_add(1.0, v, -1, dw)
+            _dual_replace(v, -1, -1, J, D, held, blocks, dense, lam, dw)
     _dual_solve(D, held, cols, blocks, sliding, any_sliding, dq, dw)
 
 
@@ -1603,7 +1606,7 @@ def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding,
     lower, upper, cols, D = T[12], T[13], T[5], T[15]
     N, grad, H, b, Lc, y = pw
     n, L = q.shape[0], sliding.shape[0]
-    before = dw[6]  # (the dual side's: held, then sliding, as the last solve had them)
+    before = dw[5]  # (the dual side's: held, then sliding, as the last solve had them)
     held[:] = False
     sliding[:] = False
     any_sliding = False

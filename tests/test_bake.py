@@ -639,14 +639,15 @@ def _evaluated_vertices(obj):
 
 def test_a_bake_has_blender_evaluate_only_what_it_reads_and_leaves_the_scene_as_it_was(scene):
     """While it reads the goals' targets a bake run to its end has Blender evaluate only the armature and the
-    targets (the skinned mesh, another animated object are disabled in viewports), while it judges the baked pose
-    only the armature; afterwards every object is shown and selected as before and evaluated at the frame the user
-    was on (nothing left stale)."""
+    targets (the skinned mesh, another animated object are disabled in viewports; a static one, which a new frame
+    does not evaluate again, is left alone), while it judges the baked pose only the armature; afterwards every
+    object is shown and selected as before and evaluated at the frame the user was on (nothing left stale)."""
     obj, target = scene
     skin = _skinned_mesh(obj)
     other = bpy.data.objects.new("Other", None)
     off = bpy.data.objects.new("Off", None)
-    for o in (other, off):
+    static = bpy.data.objects.new("Set", bpy.data.meshes.new("Set"))  # (not evaluated again at a new frame: kept)
+    for o in (other, off, static):
         bpy.context.scene.collection.objects.link(o)
     other.keyframe_insert("location", frame=1)
     off.hide_viewport = True
@@ -666,7 +667,7 @@ def test_a_bake_has_blender_evaluate_only_what_it_reads_and_leaves_the_scene_as_
     assert seen[:frames] == [frozenset({"Skin", "Other", "Off"})] * frames  # reading: the armature, the target
     assert seen[frames:2 * frames] == [frozenset({"Skin", "Other", "Off", "Target"})] * frames  # judging
     assert seen[2 * frames:] == [frozenset({"Off"})]  # back on the user's frame, everything shown
-    assert [o.hide_viewport for o in (obj, target, skin, other, off)] == [False, False, False, False, True]
+    assert [o.hide_viewport for o in (obj, target, skin, other, off, static)] == [False] * 4 + [True, False]
     assert skin.select_get() and not other.select_get()
     assert bpy.context.scene.frame_current == 5
     shown = _evaluated_vertices(skin)
@@ -736,5 +737,16 @@ def test_a_scene_that_simulates_is_evaluated_whole(scene):
     skin.modifiers.new("Cloth", "CLOTH")
     assert simulation(sc) == "Skin"
     skin.modifiers.remove(skin.modifiers["Cloth"])
+    assert simulation(sc) is None
+    # a cloth in a collection that an empty instances (a linked character's, as often): not in scene.objects
+    props = bpy.data.collections.new("Props")
+    cape = bpy.data.objects.new("Cape", bpy.data.meshes.new("Cape"))
+    props.objects.link(cape)
+    cape.modifiers.new("Cloth", "CLOTH")
+    instance = bpy.data.objects.new("Props instance", None)
+    instance.instance_type, instance.instance_collection = "COLLECTION", props
+    sc.collection.objects.link(instance)
+    assert simulation(sc) == "Cape"
+    sc.collection.objects.unlink(instance)
     sc.rigidbody_world_add() if hasattr(sc, "rigidbody_world_add") else bpy.ops.rigidbody.world_add()
     assert simulation(sc) == "the rigid body world"
