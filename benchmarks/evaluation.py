@@ -13,33 +13,25 @@ is reported, and the judged errors of both must agree.
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import time
 
-from .common import ROOT, prepare_compiled, table, write
-from .tracking import CMU_UNIT
+from .common import prepare_compiled, table, write
 
 HEADERS = ["scene", "evaluated", "frames", "bake s (median)", "frames/s", "ratio", "all goals met", "max mm"]
 
 
 def mannequiny_scene(bpy):
     """mannequiny, its own clip off, following CMU 02_01 (frames 2-120): (armature, first, last)."""
-    import fullbody_ik
+    from ..tools import scenes
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    if not hasattr(bpy.types.Object, "fullbody_ik"):
-        fullbody_ik.register()
-    bpy.ops.import_scene.gltf(filepath=os.path.join(ROOT, "data", "characters", "mannequiny.glb"))
-    rig = next(o for o in bpy.context.scene.objects if o.type == "ARMATURE")
-    if rig.animation_data:
-        rig.animation_data.action = None
+    scenes.fresh(bpy)
+    rig = scenes.import_mannequiny(bpy)[0]
+    rig.animation_data.action = None
     for pb in rig.pose.bones:
         pb.scale = (1.0, 1.0, 1.0)
-    bpy.ops.import_anim.bvh(filepath=os.path.join(ROOT, "data", "bvh", "cmu_02_01.bvh"), global_scale=CMU_UNIT,
-                            rotate_mode="NATIVE")
-    mocap = bpy.context.object
+    mocap = scenes.import_cmu(bpy, "02_01")[0]
     rig.fullbody_ik.settings.free_root = True
     rig.fullbody_ik.settings.time_limit = 0.01
     for kind, bone, source in (("POSE", "pelvis", "Hips"), ("POSITION", "hand.l", "LeftHand"),

@@ -309,14 +309,14 @@ def retarget(scene, source, target, options=None, progress=None):
     F = len(frames)
     Rs = np.zeros((F, len(S.names), 3, 3))
     source_heads, source_hands = np.zeros((F, 3)), np.zeros((F, 2, 3))
-    with evaluating_only(scene, [source]):  # (the source alone is read, in one go)
+    with evaluating_only(scene, [source]):  # (the source alone is read, in one go, its contacts too)
         for i, f in enumerate(frames):
             scene.frame_set(f)
             Rs[i], Ps = S.world()
             source_heads[i], source_hands[i] = Ps[s_pelvis], Ps[s_hands]
             if progress:
                 progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
-    motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
+        motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
     # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
     # the source's (world).
     fs, ft = S.body_frames(), T.body_frames()

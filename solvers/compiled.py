@@ -1554,27 +1554,23 @@ def _dual_replace(v, w, i, J, D, held, blocks, dense, lam, dw):
 
 
 @njit(cache=True, leaf=True)
-def _dual_resolve(lam, J, D, held, was_held, cols, blocks, sliding, was_sliding, var_link, dq, dw):
+def _dual_resolve(lam, J, D, held, was_held, cols, blocks, sliding, was_sliding, dq, dw):
     """_dual_step again after the held variables or the sliding swings grew (from was_held, was_sliding): only the
     units that changed taken out of its system and put back (rank-one and rank-two updates of K, m_d^2 each, not
     the m_d^2 n of a new system: a tracked human's constrained step solves 2.3 times on average)."""
     dense = dw[0]
     any_sliding = False
-    for i in range(sliding.shape[0]):
-        any_sliding |= sliding[i]
-        if sliding[i] and not was_sliding[i]:  # its two variables alone become its block (taken out as a pair)
-            a, b = cols[i, 0], cols[i, 2]
+    for i in range(sliding.shape[0]):  # the sliding swings: new ones (their two variables alone until now, taken
+        # out as a pair), and those with a variable newly held
+        if not sliding[i]:
+            continue
+        any_sliding = True
+        a, b = cols[i, 0], cols[i, 2]
+        if not was_sliding[i] or held[a] != was_held[a] or held[b] != was_held[b]:
             _dual_replace(a, b, i, J, D, held, blocks, dense, lam, dw)
             was_held[a], was_held[b] = held[a], held[b]  # (done)
-    for v in range(D.shape[0]):
-        if held[v] == was_held[v]:
-            continue
-        i = var_link[v]
-        if sliding[i] and (cols[i, 0] == v or cols[i, 2] == v):  # in a block that slid before
-            a, b = cols[i, 0], cols[i, 2]
-            _dual_replace(a, b, i, J, D, held, blocks, dense, lam, dw)
-            was_held[a], was_held[b] = held[a], held[b]
-        else:
+    for v in range(D.shape[0]):  # the variables alone newly held
+        if held[v] != was_held[v]:
             _dual_replace(v, -1, -1, J, D, held, blocks, dense, lam, dw)
     _dual_solve(D, held, cols, blocks, sliding, any_sliding, dq, dw)
 
@@ -1616,7 +1612,7 @@ def _constrained_step(q, J, r, lam, T, held, on_limit, normals, blocks, sliding,
         elif attempt == 0:
             _dual_step(J, r, lam, D, held, cols, blocks, sliding, any_sliding, dq, dw)
         else:
-            _dual_resolve(lam, J, D, held, before[:n], cols, blocks, sliding, before[n:], T[17], dq, dw)
+            _dual_resolve(lam, J, D, held, before[:n], cols, blocks, sliding, before[n:], dq, dw)
         if attempt == 3:
             return
         if dual:

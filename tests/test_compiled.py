@@ -201,8 +201,7 @@ def test_the_dual_step_is_the_normal_equations_step():
             held0, sliding0 = held & (rng.random(n) < 0.5), sliding & (rng.random(L) < 0.5)
             _py(compiled._dual_step)(J, r, lam, D, held0, cols, blocks, sliding0, sliding0.any(), np.empty(n), dw)
             resolved, before = np.empty(n), np.concatenate([held0, sliding0])
-            _py(compiled._dual_resolve)(lam, J, D, held, before[:n], cols, blocks, sliding, before[n:], T[17],
-                                        resolved, dw)
+            _py(compiled._dual_resolve)(lam, J, D, held, before[:n], cols, blocks, sliding, before[n:], resolved, dw)
             grown += (held0 != held).any() or (sliding0 != sliding).any()
             # the same system solved two ways: equal to what the condition numbers of both systems allow
             P, C = np.eye(n), np.zeros(n)
