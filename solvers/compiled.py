@@ -894,12 +894,27 @@ def _rate(v, link, point, q, T, W, out):
 # -- objectives -----------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def workspace(n, L, m):
-    """evaluate's work space: world and joint frames (2, L, 4, 4), generators (3, n, 3) and their kinds (n,),
-    3-vectors (7, 3), 3x3 matrices (3, 3, 3), and per residual row the one variable it depends on (Displacement,
-    JointValue) or -1 (m,)."""
+def workspace(n, L, G):
+    """evaluate's work space for the goals G: world and joint frames (2, L, 4, 4), generators (3, n, 3) and their
+    kinds (n,), 3-vectors (7, 3), 3x3 matrices (3, 3, 3), and per residual row the one variable it depends on
+    (Displacement, JointValue) or -1 (m,)."""
+    row_var = np.empty(size(G), dtype=np.int64)
+    _row_variables(G, row_var)
     return (np.empty((2, L, 4, 4)), np.empty((3, n, 3)), np.zeros(n, dtype=np.bool_), np.empty((7, 3)),
-            np.empty((3, 3, 3)), np.full(m, -1, dtype=np.int64))
+            np.empty((3, 3, 3)), row_var)
+
+
+@njit(cache=True, leaf=True)
+def _row_variables(G, row_var):
+    """Per residual row (evaluate's order), the one variable it depends on: a Displacement row its variable, a
+    JointValue its joint's; -1 for the rows of every other goal."""
+    kind, slot, rows, indices = G[0], G[2], G[13], G[15]
+    row = 0
+    for g in range(kind.shape[0]):
+        for k in range(rows[g]):
+            row_var[row + k] = indices[slot[g], k] if kind[g] == _DISPLACEMENT else \
+                slot[g] if kind[g] == _JOINT_VALUE else -1
+        row += rows[g]
 
 
 @njit(cache=True, leaf=True)
@@ -914,7 +929,7 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
     rows p - target, Orientation rows log(R R_d^T) with J_l^-1 omega, LookAt rows V - d, Displacement rows
     q - reference, JointValue rows q_j - value (the numpy objectives' formulas); each goal's error and angle
     into errors (G, 2). Returns (every goal met, unmet: sum w |r|^2 / 2 over the goals not met)."""
-    frames, gen, rotational, vectors, matrices, row_var = ws
+    frames, gen, rotational, vectors, matrices = ws[0], ws[1], ws[2], ws[3], ws[4]
     W, Pre = frames[0], frames[1]
     Rm, Ji = matrices[0], matrices[1]
     fk_into(q, T, W, Pre, Rm, Ji, matrices[2])
@@ -937,7 +952,6 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
         if gkind[g] == _DISTANCE:
             e = _distance(g, q, T, G, W, want_jacobian, omega, linear, centre, rotational, r, J, row, w, p, d, a)
             errors[g, 0] = e
-            row_var[row] = -1
             row += 1
             if not e <= tol_p[g]:
                 met_all = False
@@ -951,14 +965,12 @@ def evaluate(q, T, G, ws, r, J, want_jacobian, errors):
                     x = q[v] - references[slot[g], v]
                     r[row + k] = w * x
                     sq += x * x
-                    row_var[row + k] = v
                     if want_jacobian:
                         J[row + k, v] = w
             else:
                 x = q[slot[g]] - targets_p[g, 0]
                 r[row] = w * x
                 sq = x * x
-                row_var[row] = slot[g]
                 if want_jacobian:
                     J[row, slot[g]] = w
             errors[g, 0] = math.sqrt(sq)
@@ -1640,11 +1652,29 @@ def _goal_met(G, errors, g):
             and (not (has_R[g] or has_L[g]) or errors[g, 1] <= tol_R[g]))
 
 
-@njit(cache=True)
-def _stuck(trail, it, stall, stall_ratio, errors, G):
-    """_lm's stuck goals at iteration it (see there)."""
-    out = np.zeros(errors.shape[0], dtype=np.bool_)
+@njit(cache=True, leaf=True)
+def _dot(a, b):
+    """a . b of two vectors (np.dot's BLAS call costs more at these sizes, and needs reference counts)."""
+    out = 0.0
+    for i in range(a.shape[0]):
+        out += a[i] * b[i]
+    return out
+
+
+@njit(cache=True, leaf=True)
+def _end(status, it, met, E, q, errors, trail, stall, stall_ratio, G, q_out, errors_out, stuck):
+    """_lm's end: q and errors into q_out and errors_out, the stuck goals into stuck; (status, it, met, E)."""
+    _copy(q_out, q)
+    _copy(errors_out, errors)
+    _stuck(trail, it, stall, stall_ratio, errors, G, stuck)
+    return status, it, met, E
+
+
+@njit(cache=True, leaf=True)
+def _stuck(trail, it, stall, stall_ratio, errors, G, out):
+    """_lm's stuck goals at iteration it into out (G,) (see there)."""
     for g in range(errors.shape[0]):
+        out[g] = False
         if _goal_met(G, errors, g):
             continue
         out[g] = True
@@ -1655,7 +1685,6 @@ def _stuck(trail, it, stall, stall_ratio, errors, G):
     if not out.any():  # the sum stalled, no goal alone: every unmet goal
         for g in range(errors.shape[0]):
             out[g] = not _goal_met(G, errors, g)
-    return out
 
 
 @njit(cache=True, leaf=True)
@@ -1687,45 +1716,55 @@ def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale
 
 
 @njit(cache=True)
-def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
-        backtracks, T, G):
-    """solvers.lm.run compiled, from P(q): q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I
+def _lm_workspace(n, L, G, max_iterations):
+    """_lm's work space, made once for a restarts_kernel call (its searches share it): evaluate's (workspace), the
+    dual step's (_dual_workspace) or the normal equations' (6 arrays), configurations (4, n: q, q_new, trial, dq),
+    residuals (2, m), Jacobians (2, m, n), goals' errors (2, G, 2), swings' blocks (L, 2, 2) and limit normals
+    (L, 2), flags (2 L + n: sliding, on limit, held), the unmet goals' sum (max_iterations + 1) and each goal's
+    error and angle (max_iterations + 1, G, 2) at each iteration."""
+    m, goals = size(G), G[1].shape[0]
+    ws = workspace(n, L, G)
+    dw = _dual_workspace(ws[5], n, L, False)
+    w = 0 if dw[1].shape[1] > 0 else n  # (the normal equations' arrays, unused on the dual side)
+    pw = (np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w))
+    return (ws, dw, pw, np.empty((4, n)), np.empty((2, m)), np.empty((2, m, n)), np.zeros((2, goals, 2)),
+            np.empty((L, 2, 2)), np.zeros((L, 2)), np.zeros(2 * L + n, dtype=np.bool_), np.empty(max_iterations + 1),
+            np.empty((max_iterations + 1, goals, 2)))
+
+
+_GRID = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02)  # shorter_step's grid of step lengths
+
+
+@njit(cache=True, leaf=True)
+def _lm(q0, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
+        backtracks, T, G, lw, q_out, errors_out, stuck):
+    """solvers.lm.run compiled, from P(q0): q <- P(q + D dq), (J^T J + W_N) dq = -J^T r, W_N = mu (E_k + w_N) I
     (paper 001 eq. 11-15), the step solved within the limits it pushes against, a shorter step when the full one is
     worse (mu from ``damping_start``, raised by 1/t for the usable fraction t, halved after full steps down to
-    DAMPING_FLOOR), the same
-    stopping rules.
-    Returns (q, status: an index of MESSAGES, iterations, every goal met, E = |r|^2 / 2, each goal's error and
-    angle at q (G, 2), the goals stuck at q (G,): not met, and error^2 + angle^2 fell by less than the fraction
-    1 - ``stall_ratio`` over the last ``stall`` iterations (every unmet goal when fewer ran, or when none is stuck
-    alone)). The search stalls (status 3) when the unmet goals' sum fell by less than that."""
-    n, L = q.shape[0], T[0].shape[0]
-    q = project(q, T)  # (a seed as given: solve leaves its projection to here; q and q_new are two buffers,
-    # swapped when a step is taken; trial a third)
+    DAMPING_FLOOR), the same stopping rules. lw: _lm_workspace's (for at least max_iterations).
+    Writes the answer q into q_out, each goal's error and angle at q into errors_out (G, 2), and the goals stuck at
+    q into stuck (G,): not met, and error^2 + angle^2 fell by less than the fraction 1 - ``stall_ratio`` over the
+    last ``stall`` iterations (every unmet goal when fewer ran, or when none is stuck alone). Returns (status: an
+    index of MESSAGES, iterations, every goal met, E = |r|^2 / 2). The search stalls (status 3) when the unmet
+    goals' sum fell by less than that. (Without reference counts, as all it calls: its arrays come from
+    _lm_workspace, made once for all the searches of a kernel call.)"""
+    n, L = q0.shape[0], T[0].shape[0]
+    ws, dw, pw, qs, rs, Js, errs, blocks, normals, flags, history, trail = lw
+    # (q and q_new: two buffers swapped when a step is taken, as r and r_new, J and J_new, errors and errors_new)
+    q, q_new, trial, dq = qs[0], qs[1], qs[2], qs[3]
+    r, r_new, J, J_new, errors, errors_new = rs[0], rs[1], Js[0], Js[1], errs[0], errs[1]
+    sliding, on_limit, held = flags[:L], flags[L:2 * L], flags[2 * L:]
+    _project_into(q0, T, q)  # (a seed as given: solve leaves its projection to here)
     D = T[15]
-    m = size(G)
-    r, J = np.empty(m), np.empty((m, n))
-    r_new, J_new = np.empty(m), np.empty((m, n))
-    errors, errors_new = np.zeros((G[1].shape[0], 2)), np.zeros((G[1].shape[0], 2))
-    blocks, sliding = np.empty((L, 2, 2)), np.zeros(L, dtype=np.bool_)
-    ws = workspace(n, L, m)
-    on_limit, normals = np.zeros(L, dtype=np.bool_), np.zeros((L, 2))
+    sliding[:] = False
+    on_limit[:] = False
     met, unmet = evaluate(q, T, G, ws, r, J, True, errors)
-    dw = _dual_workspace(ws[5], n, L, False)  # (ws[5]: the rows' variables, known once evaluated)
     dual = dw[1].shape[1] > 0  # (its work space made: the goals' side is cheaper)
-    w = 0 if dual else n  # (the normal equations' arrays, unused on the dual side)
-    pw = (np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w), np.empty((w, w)), np.empty(w))
-    E = 0.5 * np.dot(r, r)
-    history = np.empty(max_iterations + 1)
+    E = 0.5 * _dot(r, r)
     history[0] = unmet
-    trail = np.empty((max_iterations + 1, G[1].shape[0], 2))  # each goal's error and angle at each iteration
     _copy(trail[0], errors)
     mu = damping_start
     it = 0
-    dq = np.empty(n)
-    q_new, trial = np.empty(n), np.empty(n)
-    held = np.zeros(n, dtype=np.bool_)
-    grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
-    # (the tuples' arrays taken out once: each read of one in the loop counts a reference, and so does a view)
     kind, row_var, N, grad = T[2], ws[5], pw[0], pw[1]
     dense_rows, dense_gs = dw[1][0], dw[1][1]
     swings = False
@@ -1734,9 +1773,9 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
     G_count = errors.shape[0]
     while True:
         if met:
-            return q, 0, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
+            return _end(0, it, met, E, q, errors, trail, stall, stall_ratio, G, q_out, errors_out, stuck)
         if it >= max_iterations:
-            return q, 1, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
+            return _end(1, it, met, E, q, errors, trail, stall, stall_ratio, G, q_out, errors_out, stuck)
         it += 1
         if dual:  # what every solve of this iteration's step shares
             _sparse_rows(J, r, D, row_var, dense_rows, dense_gs)
@@ -1750,10 +1789,10 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
         _step_into(q, 1.0, dq, T, q_new)
         # the trial point evaluated with its Jacobian: taken (most steps), it is the next iterate's
         met_new, unmet_new = evaluate(q_new, T, G, ws, r_new, J_new, True, errors_new)
-        E_new = 0.5 * np.dot(r_new, r_new)
+        E_new = 0.5 * _dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
-            for t in grid:
+            for t in _GRID:
                 for v in range(n):
                     trial[v] = q[v] + t * dq[v]
                 _project_into(trial, T, q_new)
@@ -1768,13 +1807,13 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
                     continue
                 _step_into(q, t, dq, T, trial)
                 evaluate(trial, T, G, ws, r_new, J_new, False, errors_new)
-                Et = 0.5 * np.dot(r_new, r_new)
+                Et = 0.5 * _dot(r_new, r_new)
                 if Et < best_E:
                     best_E, best_t = Et, t
                 elif best_E <= E:
                     halved = True
             if not best_E <= E:
-                return q, 2, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
+                return _end(2, it, met, E, q, errors, trail, stall, stall_ratio, G, q_out, errors_out, stuck)
             _step_into(q, best_t, dq, T, q_new)
             longest = 1e-300
             for v in range(n):
@@ -1790,16 +1829,17 @@ def _lm(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damp
             met, unmet = met_new, unmet_new
         moved = _largest_change(q_new, q)
         E_prev = E
-        E = 0.5 * np.dot(r, r)
+        E = 0.5 * _dot(r, r)
         change = abs(math.sqrt(2.0 * E) - math.sqrt(2.0 * E_prev))
         q, q_new = q_new, q
         history[it] = unmet
         for g in range(G_count):
             trail[it, g, 0], trail[it, g, 1] = errors[g, 0], errors[g, 1]
         if stall > 0 and it >= stall and history[it] > stall_ratio * history[it - stall] and history[it - stall] > 0.0:
-            return q, 3, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
+            return _end(3, it, met, E, q, errors, trail, stall, stall_ratio, G, q_out, errors_out, stuck)
         if moved < step_tol or change < residual_tol:
-            return q, 0 if met else 4, it, met, E, errors, _stuck(trail, it, stall, stall_ratio, errors, G)
+            return _end(0 if met else 4, it, met, E, q, errors, trail, stall, stall_ratio, G, q_out, errors_out,
+                        stuck)
 
 
 @njit(cache=True, leaf=True)
@@ -1828,15 +1868,15 @@ def _uses(G, T, g, v):
     return False
 
 
-@njit(cache=True)
-def _restart(q, seed, stuck, level, T, G):
+@njit(cache=True, leaf=True)
+def _restart(q, seed, stuck, level, T, G, free, out):
     """A new start from q: at level 0, q with the variables that serve stuck goals and no other goal taken from
     seed (on a tree each limb's search fails or succeeds on its own: restarting every limb for one multiplies the
     chances against); at level 1 (also when no variable serves the stuck goals alone), every variable that serves
     a stuck goal (the shared ones too: a spine that keeps a hand out of reach); at level 2, or when that would
-    change no variable or every one, the whole seed. Returns (start, whether partial)."""
+    change no variable or every one, the whole seed. The start into out; free (n,) is work space. Returns
+    whether it is partial."""
     n, goals = q.shape[0], stuck.shape[0]
-    free = np.zeros(n, dtype=np.bool_)
     while level < 2:
         count = 0
         for v in range(n):
@@ -1850,25 +1890,24 @@ def _restart(q, seed, stuck, level, T, G):
             free[v] = serves_stuck and (level == 1 or not serves_other)
             count += free[v]
         if 0 < count < n:
-            out = q.copy()
             for v in range(n):
-                if free[v]:
-                    out[v] = seed[v]
-            return project(out, T), True
+                out[v] = seed[v] if free[v] else q[v]
+            _project_into(out, T, out)
+            return True
         level = 1 if count == 0 and level == 0 else 2
-    return seed.copy(), False
+    _copy(out, seed)
+    return False
 
 
-@njit(cache=True)
-def _next_start(q, seed, stuck, in_a_row, partial, T, G):
-    """_restart at the level due: 0 and 1 in turn for at most ``partial`` partial restarts in a row (in_a_row
-    (1,) counts them, updated), then 2 (whole)."""
-    start, was_partial = _restart(q, seed, stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T, G)
+@njit(cache=True, leaf=True)
+def _next_start(q, seed, stuck, in_a_row, partial, T, G, free, out):
+    """_restart at the level due, into out: 0 and 1 in turn for at most ``partial`` partial restarts in a row
+    (in_a_row (1,) counts them, updated), then 2 (whole)."""
+    was_partial = _restart(q, seed, stuck, in_a_row[0] % 2 if in_a_row[0] < partial else 2, T, G, free, out)
     in_a_row[0] = in_a_row[0] + 1 if was_partial else 0
-    return start
 
 
-@njit(cache=True)
+@njit(cache=True, leaf=True)
 def _random_into(out, T):
     """A random feasible configuration into out (Tree.random_configurations: uniform in each variable's range,
     then projected)."""
@@ -1889,18 +1928,23 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
     best q, its (met, E, errors (G, 2)), new starts made, iterations, whether the iterations ran out, the last
     search's status (an index of MESSAGES))."""
     T, G = _tree(tp), _goals(gp)
+    n, goals = q.shape[0], G[1].shape[0]
+    lw = _lm_workspace(n, T[0].shape[0], G, max_iterations)
+    # (each search from start; its answer into q_end, errors and stuck; the best answer copied out)
+    start, q_end, best_q, draw = q.copy(), np.empty(n), q.copy(), np.empty(n)
+    errors, best_errors = np.zeros((goals, 2)), np.zeros((goals, 2))
+    stuck, free = np.zeros(goals, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
     total, used = 0, 0
-    best_q, best_met, best_E = q.copy(), False, np.inf
-    best_errors = np.zeros((G[1].shape[0], 2))
-    draw = np.empty(q.shape[0])
+    best_met, best_E = False, np.inf
     while True:
-        q_end, status, its, met, E, errors, stuck = _lm(q, max_iterations - total, stall, stall_ratio, damping_bias,
-                                                        damping_scale, damping_start, step_tol, residual_tol,
-                                                        backtracks, T, G)
+        status, its, met, E = _lm(start, max_iterations - total, stall, stall_ratio, damping_bias, damping_scale,
+                                  damping_start, step_tol, residual_tol, backtracks, T, G, lw, q_end, errors, stuck)
         total += its
         if used == 0 or best_E != best_E or (met and not best_met) or (met == best_met and E < best_E):  # (the
-            # first search's even when its E is not a number, and replaced then; q_end: _lm's own, not written again)
-            best_q, best_met, best_E, best_errors = q_end, met, E, errors
+            # first search's even when its E is not a number, and replaced then)
+            _copy(best_q, q_end)
+            _copy(best_errors, errors)
+            best_met, best_E = met, E
         if met:
             return q_end, best_q, best_met, best_E, best_errors, used, total, False, status
         if status == 1:  # the search itself ran out: the next call goes on with it
@@ -1910,10 +1954,10 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
         _random_into(draw, T)
-        q = _next_start(q_end, draw, stuck, in_a_row, partial, T, G)
+        _next_start(q_end, draw, stuck, in_a_row, partial, T, G, free, start)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
-            return q, best_q, best_met, best_E, best_errors, used, total, True, status
+            return start, best_q, best_met, best_E, best_errors, used, total, True, status
 
 
 @njit(cache=True, entry=True)
@@ -1922,7 +1966,7 @@ def judge(q, tp, gp):
     T, G = _tree(tp), _goals(gp)
     r, J = np.empty(size(G)), np.empty((0, 0))
     errors = np.zeros((G[1].shape[0], 2))
-    evaluate(q, T, G, workspace(q.shape[0], T[0].shape[0], r.shape[0]), r, J, False, errors)
+    evaluate(q, T, G, workspace(q.shape[0], T[0].shape[0], G), r, J, False, errors)
     return errors, 0.5 * np.dot(r, r)
 
 
@@ -2165,7 +2209,7 @@ def _start(X, M, phi, first, T, G, chain):
 @njit(cache=True)
 def _memetic_workspace(n, T, G):
     m = size(G)
-    return workspace(n, T[0].shape[0], m), np.empty(m), np.empty((0, 0)), np.zeros((G[1].shape[0], 2))
+    return workspace(n, T[0].shape[0], G), np.empty(m), np.empty((0, 0)), np.zeros((G[1].shape[0], 2))
 
 
 @njit(cache=True)
@@ -2306,7 +2350,7 @@ def _generation(X, M, phi, best, best_phi, X_new, waves, T, G, chain):
 def _fitness_rows(Q, f, grad, met, T, G, chain):
     """Omega^2 of each row of Q into f, its gradient into grad, every goal met into met."""
     n, m = Q.shape[1], size(G)
-    ws = workspace(n, T[0].shape[0], m)
+    ws = workspace(n, T[0].shape[0], G)
     r, J, errors = np.empty(m), np.empty((m, n)), np.zeros((G[1].shape[0], 2))
     for p in range(Q.shape[0]):
         f[p], met[p] = _omega_squared(Q[p], T, G, chain, ws, r, J, errors, grad[p])

@@ -60,7 +60,7 @@ def _compare(tree, goals, q):
     assert np.abs(W - tree.fk_batch(q[None])[0]).max() < 1e-9
     m = _py(compiled.size)(G)
     r, J, errors = np.empty(m), np.empty((m, tree.n)), np.zeros((len(goals), 2))
-    ws = _py(compiled.workspace)(tree.n, len(tree.link_names), m)
+    ws = _py(compiled.workspace)(tree.n, len(tree.link_names), G)
     met, _ = _py(compiled.evaluate)(q, T, G, ws, r, J, True, errors)
     state = problem.state(q)
     assert np.abs(r - problem.residual(state)).max() < 1e-9
@@ -640,7 +640,8 @@ def test_a_restart_changes_only_the_stuck_limbs_first():
     others = tree.ancestors[[tree.link(x) for x in ("left_hand", "left_foot", "right_foot")]].any(axis=0)
     changed = []
     for level in (0, 1, 2):
-        start, partial = _py(compiled._restart)(q, seed, stuck, level, T, G)
+        start = np.empty(tree.n)
+        partial = _py(compiled._restart)(q, seed, stuck, level, T, G, np.zeros(tree.n, dtype=bool), start)
         assert partial == (level < 2)
         changed.append(start != q)
     assert np.array_equal(changed[0], moves & ~others) and changed[0].sum() >= 4  # the right arm
@@ -674,7 +675,9 @@ def test_a_restart_leaves_alone_what_no_goal_sees():
     for label, goal in (("head", Position("l3", [1, 1, 1])), ("tail", Position("l3", [1, 1, 1], offset=(0, 0, 1))),
                         ("pose", Pose("l3", np.eye(4))), ("prismatic", Position("l4", [1, 1, 1]))):
         k = compiled.kernel(Problem(tree, [goal]))
-        start, partial = _py(compiled._restart)(q, seed, np.array([True]), 0, k.tree_arrays(), k.goal_arrays())
+        start = np.empty(tree.n)
+        _py(compiled._restart)(q, seed, np.array([True]), 0, k.tree_arrays(), k.goal_arrays(),
+                               np.zeros(tree.n, dtype=bool), start)
         drawn[label] = {name for name in tree.joint_names if start[tree.var(name)] != 0.0}
     assert drawn["head"] == {"a", "b"}
     assert drawn["tail"] == drawn["pose"] == {"a", "b", "c"}
