@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-from array import array
 from itertools import chain
 from types import FunctionType, SimpleNamespace
 
@@ -501,7 +500,7 @@ class Kernel:
             flat = [*scalars[0], *offsets[0], *targets[0], *looks[0], *rotations[0]]
         else:
             flat = list(chain(*zip(*scalars), *offsets, *targets, *looks, *rotations))
-        self._gp = (np.frombuffer(array("d", flat)), refs, idx)  # (np.array of the list: 2 us of a 25 us solve)
+        self._gp = (np.array(flat, dtype=float), refs, idx)
 
     def arrays(self):
         """The kernels' arguments: (tree packed with its origins as they are now, goals packed)."""
@@ -546,8 +545,8 @@ class Kernel:
             satisfied.append((not p or ep <= tp) and (not a or ea <= ta))  # (_met's rule)
             out.append(ea if angle else ep)
             details.append({"error": ep, "angular_error": ea} if pose else {"error": out[-1]})
-        return Result(q, all(satisfied), np.frombuffer(array("d", out)), budget.iterations, budget.elapsed(), message,
-                      method, float(cost), satisfied, details, restarts)
+        return Result(q, all(satisfied), np.array(out), budget.iterations, budget.elapsed(), message, method,
+                      float(cost), satisfied, details, restarts)
 
 
 def covers_tree(tree):
