@@ -120,7 +120,9 @@ def section():
     evaluation = stored_table("evaluation", "What Blender evaluates during a bake", "compiled core, 10 ms a frame; "
                               "each scene baked with Blender evaluating only what the bake reads (rig/evaluation.py) "
                               "and with the whole scene evaluated, the two ways taking turns in one process, the "
-                              "median of the repeats; ratio: the whole scene's time over this way's")
+                              "median of the repeats; run: a bake run to its end (scripts, the command line), UI "
+                              "steps: the modal operator's tenths of a second with the scene whole between them; "
+                              "ratio: the whole scene's time over this way's, on the same path")
     if evaluation:
         parts.append(evaluation)
     r = load("solve_frames")

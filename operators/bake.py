@@ -4,8 +4,6 @@
 From the UI it runs modal: a progress bar, Esc cancels and leaves everything as it was, one undo step at the
 end. From scripts (``bpy.ops.fullbody_ik.bake()``) it runs to the end at once."""
 
-import time
-
 import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
@@ -118,10 +116,7 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
         if event.type != "TIMER":
             return {"RUNNING_MODAL"}
         try:
-            until = time.perf_counter() + 0.1  # solve frames for a tenth of a second, then let the UI breathe
-            done = False
-            while not done and time.perf_counter() < until:
-                done = self.baker.step()
+            done = self.baker.steps(0.1)  # frames for a tenth of a second, then the UI draws
         except RigError as e:
             self.baker.cancel()
             self._end(context)

@@ -522,12 +522,32 @@ class Baker:
         with single_thread_blas():  # tiny linear algebra all along: threads cost more than they bring
             return self._run(progress, should_cancel)
 
-    def _run(self, progress, should_cancel):
+    def steps(self, seconds):
+        """Frames for about ``seconds`` (at least one): the UI's modal bake between two redraws. True when every
+        frame is solved. Meanwhile Blender evaluates only what the goals read (as run does); the scene is whole
+        again afterwards, evaluated at the frame reached, for the viewport to draw. A RigError stops the bake
+        (call cancel)."""
+        until = time.perf_counter() + seconds
+        with evaluating_only(self.scene, self._read_needed()) as disabled:
+            while True:
+                done = self.step()
+                if done or time.perf_counter() >= until:
+                    break
+        if disabled:  # (what was left out shows the frame it was disabled on until evaluated again)
+            self.scene.frame_set(self.scene.frame_current, subframe=self.scene.frame_subframe)
+        return done
+
+    def _read_needed(self):
+        """What reading a frame needs evaluated (evaluating_only): the armature and the objects the goals read;
+        None (the whole scene) when the goals do not say."""
         read = getattr(self.goals, "read_objects", None)
+        return None if read is None else [self.obj, *read()]
+
+    def _run(self, progress, should_cancel):
         cancelled = False
         try:
             # (run to its end: nothing draws the objects left out meanwhile)
-            with evaluating_only(self.scene, None if read is None else [self.obj, *read()]):
+            with evaluating_only(self.scene, self._read_needed()):
                 while not self.step():
                     if progress is not None:
                         progress(self.progress)

@@ -85,9 +85,9 @@ def evaluating_only(scene, needed):
     objects and what they depend on; each is enabled again on the way out, whatever happens inside, and selected
     again where it was (disabling deselects). Nothing is disabled when ``needed`` is None, or when the scene
     simulates (simulation(): the frames evaluated feed its caches, and a collider or a field left out would change
-    them). Yields how many were disabled. Use it only where nothing is drawn in between (a job run to its end, not
-    a modal step), and set a frame after leaving: an object enabled again shows the frame it was disabled on until
-    then."""
+    them). Yields how many were disabled. Use it only where nothing is drawn inside (a job run to its end, one
+    step of a modal one: Baker.steps), and set a frame after leaving: an object enabled again shows the frame it
+    was disabled on until then."""
     disabled = []  # (object, the scene's view layers it was selected in)
     try:
         if needed is not None and simulation(scene) is None:

@@ -676,6 +676,46 @@ def test_a_bake_has_blender_evaluate_only_what_it_reads_and_leaves_the_scene_as_
     assert np.allclose(shown, _evaluated_vertices(skin), rtol=0, atol=1e-6)
 
 
+def test_the_modal_bakes_steps_evaluate_only_what_they_read_and_leave_the_scene_whole_between_them(scene):
+    """The UI's bake solves frames a tenth of a second at a time and the viewport draws in between (Baker.steps):
+    while a step reads, Blender evaluates the armature and the target alone; after each step every object is
+    shown and selected again and evaluated at the frame reached (an animated object where its keys put it there,
+    not where it was left), and the bake meets its goals."""
+    obj, target = scene
+    skin = _skinned_mesh(obj)
+    other = bpy.data.objects.new("Other", None)
+    bpy.context.scene.collection.objects.link(other)
+    for f, x in ((FRAMES[0], 0.0), (FRAMES[1], 2.3)):
+        other.location = (x, 0.0, 0.0)
+        other.keyframe_insert("location", frame=f)
+    skin.select_set(True)
+    seen = []
+
+    def record(scene, depsgraph=None):
+        seen.append(frozenset(o.name for o in scene.objects if o.hide_viewport))
+
+    frames = FRAMES[1] - FRAMES[0] + 1
+    baker = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES))
+    bpy.app.handlers.frame_change_post.append(record)
+    try:
+        for step in range(frames):
+            done = baker.steps(0.0)  # (at least one frame a step: one here)
+            assert done == (step == frames - 1)
+            assert not skin.hide_viewport and not other.hide_viewport and skin.select_get()
+            f = bpy.context.scene.frame_current
+            assert f == FRAMES[0] + step
+            shown = other.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world.translation.x
+            assert abs(shown - other.animation_data.action.layers[0].strips[0].channelbags[0].fcurves[0]
+                       .evaluate(f)) < 1e-6, (f, shown)
+        report = baker.finish()
+    finally:
+        bpy.app.handlers.frame_change_post.remove(record)
+    assert report.ok, report.text()
+    assert seen[:2 * frames] == [frozenset({"Skin", "Other"}), frozenset()] * frames  # each step: read, then whole
+    assert seen[2 * frames:3 * frames] == [frozenset({"Skin", "Other", "Target"})] * frames  # judging
+    assert seen[3 * frames:] == [frozenset()] and bpy.context.scene.frame_current == 5
+
+
 def test_a_bake_is_judged_on_what_the_armature_depends_on_though_it_is_left_out(scene):
     """An object disabled while the bake judges is still evaluated when the armature depends on it: the arm's root
     follows an animated empty (a Copy Location constraint, which the solve does not model), and the report's
