@@ -376,6 +376,7 @@ class Baker:
         self.start_values = {}
         self.scaled = {}  # bone -> (first frame its pose scale is not 1, largest difference): not modeled, warned
         self.started = time.perf_counter()
+        self._switching = 0.0  # seconds the last of steps() spent leaving objects out and showing them again
 
     @property
     def progress(self):
@@ -525,16 +526,22 @@ class Baker:
     def steps(self, seconds):
         """Frames for about ``seconds`` (at least one): the UI's modal bake between two redraws. True when every
         frame is solved. Meanwhile Blender evaluates only what the goals read (as run does); the scene is whole
-        again afterwards, evaluated at the frame reached, for the viewport to draw. A RigError stops the bake
-        (call cancel)."""
-        until = time.perf_counter() + seconds
+        again afterwards, evaluated at the frame reached, for the viewport to draw. Leaving objects out and
+        showing them again costs in proportion to the scene's animated objects (thousands: a second): steps
+        last at least four times what that took in the last one, so that it stays a fifth of the time at most.
+        A RigError stops the bake (call cancel)."""
+        t0 = time.perf_counter()
         with evaluating_only(self.scene, self._read_needed()) as disabled:
+            t1 = time.perf_counter()
+            until = t1 + max(seconds, 4.0 * self._switching)
             while True:
                 done = self.step()
-                if done or time.perf_counter() >= until:
+                t2 = time.perf_counter()
+                if done or t2 >= until:
                     break
         if disabled:  # (what was left out shows the frame it was disabled on until evaluated again)
             self.scene.frame_set(self.scene.frame_current, subframe=self.scene.frame_subframe)
+        self._switching = (t1 - t0) + (time.perf_counter() - t2)
         return done
 
     def _read_needed(self):
