@@ -309,6 +309,9 @@ def _goal_label(goal):
     return f"{kind} {goal.bone}{point}"
 
 
+STEP_LIMIT = 1.0  # seconds a step of the modal bake (Baker.steps) lasts at most
+
+
 class ArmatureGoals:
     """What a bake solves by default: the armature's own goals (the sidebar's list), in report columns. Other
     jobs (foot placement) give the Baker their own object with the same attributes: ``tree``, ``mapping``,
@@ -526,21 +529,26 @@ class Baker:
     def steps(self, seconds):
         """Frames for about ``seconds`` (at least one): the UI's modal bake between two redraws. True when every
         frame is solved. Meanwhile Blender evaluates only what the goals read (as run does); the scene is whole
-        again afterwards, evaluated at the frame reached, for the viewport to draw. Leaving objects out and
-        showing them again costs in proportion to the scene's animated objects (thousands: a second): steps
-        last at least four times what that took in the last one, so that it stays a fifth of the time at most.
-        A RigError stops the bake (call cancel)."""
-        t0 = time.perf_counter()
-        with evaluating_only(self.scene, self._read_needed()) as disabled:
-            t1 = time.perf_counter()
-            until = t1 + max(seconds, 4.0 * self._switching)
-            while True:
-                done = self.step()
-                t2 = time.perf_counter()
-                if done or t2 >= until:
-                    break
-        if disabled:  # (what was left out shows the frame it was disabled on until evaluated again)
-            self.scene.frame_set(self.scene.frame_current, subframe=self.scene.frame_subframe)
+        again afterwards (also after an error), evaluated at the frame reached, for the viewport to draw. Leaving
+        objects out and showing them again costs in proportion to the scene's animated objects (thousands: a
+        second): a step lasts at least four times what that took in the last one, so that it stays a fifth of the
+        time, and at most STEP_LIMIT seconds (Esc answers within it). A RigError stops the bake (call cancel)."""
+        reading = len(self.bases) < len(self.frames)  # (independent frames, every one read: waits for solves only)
+        disabled, t0 = 0, time.perf_counter()
+        t2 = t1 = t0
+        try:
+            with single_thread_blas(), evaluating_only(self.scene, self._read_needed() if reading else None) \
+                    as disabled:
+                t1 = time.perf_counter()
+                until = t1 + min(max(seconds, 4.0 * self._switching), STEP_LIMIT)
+                while True:
+                    done = self.step()
+                    t2 = time.perf_counter()
+                    if done or t2 >= until:
+                        break
+        finally:
+            if disabled:  # (what was left out shows the frame it was disabled on until evaluated again)
+                self.scene.frame_set(self.scene.frame_current, subframe=self.scene.frame_subframe)
         self._switching = (t1 - t0) + (time.perf_counter() - t2)
         return done
 

@@ -74,8 +74,8 @@ try:
         once per argument type, not once more per constant passed (numba types a constant argument as its value:
         evaluate(..., True, ...) and evaluate(..., False, ...) were two compiles of evaluate and all it calls).
 
-        ``leaf``: a function that makes no array (it writes into those it is given, returns none) compiled
-        without numba's reference counting (its ``_nrt=False``): every view it takes (``W[i]``, ``T[3]``) was a
+        ``leaf``: a function that makes no array (it writes into those it is given, returns none; scalars it may)
+        compiled without numba's reference counting (its ``_nrt=False``): every view it takes (``W[i]``, ``T[3]``) was a
         counted reference, an atomic increment and decrement; without them FK costs 31 % less (kuka). Making
         an array there fails to compile (numba: NRT required), so the rule is checked by the compiler.
 
@@ -896,8 +896,8 @@ def _rate(v, link, point, q, T, W, out):
 @njit(cache=True)
 def workspace(n, L, G):
     """evaluate's work space for the goals G: world and joint frames (2, L, 4, 4), generators (3, n, 3) and their
-    kinds (n,), 3-vectors (7, 3), 3x3 matrices (3, 3, 3), and per residual row the one variable it depends on
-    (Displacement, JointValue) or -1 (m,)."""
+    kinds (n,), 3-vectors (7, 3), 3x3 matrices (3, 3, 3); and, for the LM's step (_lm, _dual_workspace), per
+    residual row the one variable it depends on (Displacement, JointValue) or -1 (m,)."""
     row_var = np.empty(size(G), dtype=np.int64)
     _row_variables(G, row_var)
     return (np.empty((2, L, 4, 4)), np.empty((3, n, 3)), np.zeros(n, dtype=np.bool_), np.empty((7, 3)),

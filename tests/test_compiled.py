@@ -63,6 +63,11 @@ def _compare(tree, goals, q):
     ws = _py(compiled.workspace)(tree.n, len(tree.link_names), G)
     met, _ = _py(compiled.evaluate)(q, T, G, ws, r, J, True, errors)
     state = problem.state(q)
+    # each row's one variable (Displacement, JointValue; -1 for the others' rows: the dual step's dense rows)
+    rows = [np.full(o.size, -1) if not isinstance(o, (Displacement, JointValue)) else
+            np.array([tree.var(o.joint)]) if isinstance(o, JointValue) else o._indices(problem)
+            for o in problem.objectives]
+    assert np.array_equal(ws[5], np.concatenate(rows))
     assert np.abs(r - problem.residual(state)).max() < 1e-9
     assert np.abs(J - problem.jacobian(state)).max() < 1e-9
     assert met == problem.satisfied(state)
@@ -620,6 +625,37 @@ def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
         assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
         assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
         assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
+
+
+@pytest.mark.parametrize("which", ["arm", "human", "bones"])
+def test_a_search_restarted_within_a_kernel_call_is_the_search_from_its_start(which):
+    """A kernel call's searches share their work arrays (_lm_workspace): the second search of a call, stopped one
+    iteration short, is bit for bit the search lm_kernel makes alone from that search's start (nothing carried over
+    from the first: errors, trail, held variables, sliding swings, the dual step's flags). On an arm (the normal
+    equations), on the human (the goals' side, its dual step) and on a bone tree (swings sliding on their limits)."""
+    if which == "arm":
+        tree, link = _robot(*ROBOTS[0]), ROBOTS[0][2]
+    elif which == "human":
+        tree, link = Tree.from_urdf(os.path.join(URDF, "human.urdf")), "right_hand"
+    else:
+        tree = next(t for t in _bone_trees(3, 8)[1] if any(hasattr(m, "nearest") for m in t.models))
+        link = tree.link_names[-1]
+    k = compiled.kernel(Problem(tree, [Position(link, (50.0, 50.0, 50.0))]))  # out of reach: every search stalls
+    tp, gp = k.arrays()
+    settings = (5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8)
+    q0 = np.full(tree.n, 0.1)
+    status, its = compiled.lm_kernel(q0.copy(), 500, *settings, tp, gp)[1:3]
+    assert status == 3  # stalled
+    out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its, -1, 7, *settings, tp, gp)
+    assert out[5] == 1 and out[7]  # the call ended with the first search: its result, the second's start
+    start = out[0]
+    its2 = compiled.lm_kernel(start.copy(), 500, *settings, tp, gp)[2]
+    assert its2 >= 2
+    alone = compiled.lm_kernel(start.copy(), its2 - 1, *settings, tp, gp)[0]
+    out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its + its2 - 1, -1, 7, *settings,
+                                   tp, gp)
+    assert out[5] == 1 and out[7] and out[8] == 1  # the second search ran out of the call's iterations
+    assert np.array_equal(out[0], alone)
 
 
 def test_a_restart_changes_only_the_stuck_limbs_first():
