@@ -1724,7 +1724,8 @@ def _lm_workspace(n, L, G, max_iterations):
             np.empty((max_iterations + 1, goals, 2)))
 
 
-_GRID = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02)  # shorter_step's grid of step lengths
+SHORTER_STEP_GRID = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02)  # the step lengths lm.shorter_step and _lm try
+# for the longest one inside the bounds
 
 
 @njit(cache=True, leaf=True)
@@ -1745,11 +1746,10 @@ def _lm(q0, max_iterations, stall, stall_ratio, damping_bias, damping_scale, dam
     # (q and q_new: two buffers swapped when a step is taken, as r and r_new, J and J_new, errors and errors_new)
     q, q_new, trial, dq = qs[0], qs[1], qs[2], qs[3]
     r, r_new, J, J_new, errors, errors_new = rs[0], rs[1], Js[0], Js[1], errs[0], errs[1]
-    sliding, on_limit, held = flags[:L], flags[L:2 * L], flags[2 * L:]
+    sliding, on_limit, held = flags[:L], flags[L:2 * L], flags[2 * L:]  # (shared by a call's searches: sliding
+    # and held reset by _constrained_step, on_limit set at each iteration where there are swings)
     _project_into(q0, T, q)  # (a seed as given: solve leaves its projection to here)
     D = T[15]
-    sliding[:] = False
-    on_limit[:] = False
     met, unmet = evaluate(q, T, G, ws, r, J, True, errors)
     dual = dw[1].shape[1] > 0  # (its work space made: the goals' side is cheaper)
     E = 0.5 * _dot(r, r)
@@ -1784,7 +1784,7 @@ def _lm(q0, max_iterations, stall, stall_ratio, damping_bias, damping_scale, dam
         E_new = 0.5 * _dot(r_new, r_new)
         if E_new > E:  # shorter_step: the halvings and the longest grid step that stays inside the bounds
             inside_t = -1.0
-            for t in _GRID:
+            for t in SHORTER_STEP_GRID:
                 for v in range(n):
                     trial[v] = q[v] + t * dq[v]
                 _project_into(trial, T, q_new)
@@ -1923,7 +1923,7 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
     n, goals = q.shape[0], G[1].shape[0]
     lw = _lm_workspace(n, T[0].shape[0], G, max_iterations)
     # (each search from start; its answer into q_end, errors and stuck; the best answer copied out)
-    start, q_end, best_q, draw = q.copy(), np.empty(n), q.copy(), np.empty(n)
+    start, q_end, best_q, draw = q.copy(), np.empty(n), np.empty(n), np.empty(n)
     errors, best_errors = np.zeros((goals, 2)), np.zeros((goals, 2))
     stuck, free = np.zeros(goals, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
     total, used = 0, 0

@@ -135,7 +135,7 @@ def shorter_step(problem, q, dq, E, halvings=8):
     from .tree import BatchState
 
     tree = problem.tree
-    grid = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02])
+    grid = np.array(compiled.SHORTER_STEP_GRID)
     trial = q + grid[:, None] * dq
     inside = np.max(np.abs(tree.project(trial) - trial), axis=1) <= 1e-12
     ts = 0.5 ** np.arange(1, halvings + 1)
