@@ -440,7 +440,12 @@ class Kernel:
             t = type(o)
             w = math.sqrt(o.weight)
             offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
-            if t is Displacement:
+            if t is Pose:  # (the commonest goal, read directly: a Table I solve packs one)
+                position, orientation = o.position, o.orientation
+                s = (_CARTESIAN, link(o.link), 0, 6, True, True, False, w, position.tolerance, orientation.tolerance)
+                offset, target = position.offset.tolist(), position.target.tolist()
+                R = orientation.target.ravel().tolist()
+            elif t is Displacement:
                 # (None: every variable in order, the usual continuity goal's; its index row made once, below)
                 idx = None if o.joints is None and o.reference.shape[0] == tree.n else \
                     o._indices(SimpleNamespace(tree=tree))
@@ -505,6 +510,20 @@ class Kernel:
     def arrays(self):
         """The kernels' arguments: (tree packed with its origins as they are now, goals packed)."""
         return _with_origins(self.tree), self._gp
+
+    def work(self):
+        """restarts_kernel's Work for this tree in this thread (make_work), kept on the tree: made anew for a tree
+        whose origins are a new array (packed anew: _with_origins). One per thread: frames solved at once in
+        threads (tracking.Frames) never share work spaces."""
+        tp = _with_origins(self.tree)
+        works = self.tree.__dict__.get("_compiled_works")
+        if works is None:
+            works = self.tree._compiled_works = {}
+        thread = threading.get_ident()
+        kept = works.get(thread)
+        if kept is None or kept[0] is not tp:
+            kept = works[thread] = (tp, make_work(tp, self._gp, CHUNK))
+        return kept[1]
 
     def tree_arrays(self):
         """The tree's tuple the kernels' inner functions take (made by _tree: for tests)."""
@@ -923,22 +942,28 @@ def workspace(n, L, G):
     kinds (n,), 3-vectors (7, 3), 3x3 matrices (3, 3, 3); and, for the LM's step (_lm, _dual_workspace), per
     residual row the one variable it depends on (Displacement, JointValue) or -1 (m,)."""
     row_var = np.empty(size(G), dtype=np.int64)
-    _row_variables(G, row_var)
+    _row_variables(G, row_var, True)
     return (np.empty((2, L, 4, 4)), np.empty((3, n, 3)), np.zeros(n, dtype=np.bool_), np.empty((7, 3)),
             np.empty((3, 3, 3)), row_var)
 
 
 @njit(cache=True, leaf=True)
-def _row_variables(G, row_var):
+def _row_variables(G, row_var, write):
     """Per residual row (evaluate's order), the one variable it depends on: a Displacement row its variable, a
-    JointValue its joint's; -1 for the rows of every other goal."""
+    JointValue its joint's; -1 for the rows of every other goal. Written into row_var (``write``), or compared with
+    it (a kept work space's: restarts_kernel). Returns whether row_var held them."""
     kind, slot, rows, indices = G[0], G[2], G[13], G[15]
     row = 0
+    same = True
     for g in range(kind.shape[0]):
         for k in range(rows[g]):
-            row_var[row + k] = indices[slot[g], k] if kind[g] == _DISPLACEMENT else \
-                slot[g] if kind[g] == _JOINT_VALUE else -1
+            v = indices[slot[g], k] if kind[g] == _DISPLACEMENT else slot[g] if kind[g] == _JOINT_VALUE else -1
+            if write:
+                row_var[row + k] = v
+            else:
+                same = same and row_var[row + k] == v
         row += rows[g]
+    return same
 
 
 @njit(cache=True, leaf=True)
@@ -1721,19 +1746,20 @@ def _step_into(q, t, dq, T, out):
 
 
 def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
-              backtracks, tp, gp):
-    """One _lm search from Python (the memetic solver's exploitation, tests; solve's LM goes through search), the
-    tree and goals packed (Kernel.arrays): restarts_kernel allowed no new start
+              backtracks, work, gp):
+    """One _lm search from Python (the memetic solver's exploitation, tests; solve's LM goes through search), with
+    the Kernel's work (Kernel.work) and goals packed: restarts_kernel allowed no new start
     (one entry point compiled, not two: each compiles _lm and all it calls anew, 2 s). Returns (q, status: an index
     of MESSAGES, iterations, every goal met, E, each goal's error and angle at q (G, 2))."""
     out = restarts_kernel(q, np.zeros(1, dtype=np.int64), 0, max_iterations, 0, -1, stall, stall_ratio, damping_bias,
-                          damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp)
+                          damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp)
     return out[0], out[8], out[6], out[2], out[3], out[4]
 
 
 @njit(cache=True)
 def _lm_workspace(n, L, G, max_iterations):
-    """_lm's work space, made once for a restarts_kernel call (its searches share it): evaluate's (workspace), the
+    """_lm's work space, made for a restarts_kernel call and kept for the next ones while it fits (_fits; its searches
+    share it): evaluate's (workspace), the
     dual step's (_dual_workspace) or the normal equations' (6 arrays), configurations (4, n: q, q_new, trial, dq),
     residuals (2, m), Jacobians (2, m, n), goals' errors (2, G, 2), swings' blocks (L, 2, 2) and limit normals
     (L, 2), flags (2 L + n: sliding, on limit, held), the unmet goals' sum (max_iterations + 1) and each goal's
@@ -1746,6 +1772,22 @@ def _lm_workspace(n, L, G, max_iterations):
     return (ws, dw, pw, np.empty((4, n)), np.empty((2, m)), np.empty((2, m, n)), np.zeros((2, goals, 2)),
             np.empty((L, 2, 2)), np.zeros((L, 2)), np.zeros(2 * L + n, dtype=np.bool_), np.empty(max_iterations + 1),
             np.empty((max_iterations + 1, goals, 2)))
+
+
+@njit(cache=True)
+def _restarts_workspace(n, goals):
+    """restarts_kernel's own: configurations (4, n: a search's start, its answer, the best answer, a random draw),
+    errors (2, G, 2: the search's, the best answer's), the stuck goals (G,) and _restart's free variables (n,)."""
+    return np.empty((4, n)), np.zeros((2, goals, 2)), np.zeros(goals, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
+
+
+@njit(cache=True, leaf=True)
+def _fits(lw, G, max_iterations):
+    """Whether _lm_workspace's lw serves the goals G for max_iterations: as many goals, rows on the same variables
+    (the same dual or normal equations' step), room for the iterations."""
+    row_var, errs, history = lw[0][5], lw[6], lw[10]
+    return errs.shape[1] == G[1].shape[0] and history.shape[0] > max_iterations and row_var.shape[0] == size(G) \
+        and _row_variables(G, row_var, False)
 
 
 SHORTER_STEP_GRID = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.06, 0.02)  # the step lengths lm.shorter_step and _lm try
@@ -1933,23 +1975,64 @@ def _random_into(out, T):
     _project_into(out, T, out)
 
 
+if numba is not None:
+    from numba.core import types as _types
+    from numba.experimental import structref
+
+    @structref.register
+    class _WorkType(_types.StructRef):
+        def preprocess_fields(self, fields):
+            return tuple((name, _types.unliteral(t)) for name, t in fields)
+
+    class Work(structref.StructRefProxy):
+        """restarts_kernel's arrays kept between its calls (Kernel.work: one per tree and thread): the tree's tuple
+        (_tree), _lm's work space (_lm_workspace) and its own (_restarts_workspace). Kept, a Table I solve's kernel
+        call makes none of them (some 30 arrays and 40 views: 3 us of its 10 before its first iteration)."""
+
+    structref.define_proxy(Work, _WorkType, ["T", "lw", "kw"])
+
+
+@njit(cache=True, entry=True)
+def make_work(tp, gp, max_iterations):
+    """A Work for the packed tree tp, its work spaces made for the goals gp and max_iterations (restarts_kernel makes
+    them anew for goals or iterations they do not fit)."""
+    T, G = _tree(tp), _goals(gp)
+    n = T[12].shape[0]  # (clip_lower: a bound per variable)
+    return Work(T, _lm_workspace(n, T[0].shape[0], G, max_iterations), _restarts_workspace(n, G[1].shape[0]))
+
+
+@njit(cache=True, leaf=True)
+def _zero(a):
+    """Every entry of a C-contiguous array set to 0."""
+    flat = a.reshape(-1)
+    for i in range(flat.shape[0]):
+        flat[i] = 0.0
+
+
 @njit(cache=True, entry=True)
 def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, stall_ratio, damping_bias,
-                    damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp):
+                    damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp):
     """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
     with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls),
     until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit).
-    in_a_row (1,) counts the partial restarts in a row, across calls. Returns (the search's q when the iterations
+    in_a_row (1,) counts the partial restarts in a row, across calls; work: the tree's Work (Kernel.work), its work
+    spaces made anew when they do not fit the goals gp (_fits). Returns (the search's q when the iterations
     ran out (to go on from; the next search's start when the last one ended with them) or the last answer, the
     best q, its (met, E, errors (G, 2)), new starts made, iterations, whether the iterations ran out, the last
     search's status (an index of MESSAGES))."""
-    T, G = _tree(tp), _goals(gp)
+    T, G = work.T, _goals(gp)
     n, goals = q.shape[0], G[1].shape[0]
-    lw = _lm_workspace(n, T[0].shape[0], G, max_iterations)
+    if not _fits(work.lw, G, max_iterations):
+        work.lw = _lm_workspace(n, T[0].shape[0], G, max(max_iterations, CHUNK))
+        work.kw = _restarts_workspace(n, goals)
+    lw, kw = work.lw, work.kw
     # (each search from start; its answer into q_end, errors and stuck; the best answer copied out)
-    start, q_end, best_q, draw = q.copy(), np.empty(n), np.empty(n), np.empty(n)
-    errors, best_errors = np.zeros((goals, 2)), np.zeros((goals, 2))
-    stuck, free = np.zeros(goals, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
+    qs, es, stuck, free = kw
+    start, q_end, best_q, draw = qs[0], qs[1], qs[2], qs[3]
+    errors, best_errors = es[0], es[1]
+    _copy(start, q)
+    _zero(lw[6])  # (a goal's angle is written only by goals that have one: none left from another call's goals)
+    _zero(es)
     total, used = 0, 0
     best_met, best_E = False, np.inf
     while True:
@@ -1962,18 +2045,18 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
             _copy(best_errors, errors)
             best_met, best_E = met, E
         if met:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False, status
+            return q_end.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, False, status
         if status == 1:  # the search itself ran out: the next call goes on with it
-            return q_end, best_q, best_met, best_E, best_errors, used, total, True, status
+            return q_end.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, True, status
         if 0 <= max_starts <= used:
-            return q_end, best_q, best_met, best_E, best_errors, used, total, False, status
+            return q_end.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, False, status
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
         _random_into(draw, T)
         _next_start(q_end, draw, stuck, in_a_row, partial, T, G, free, start)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
-            return start, best_q, best_met, best_E, best_errors, used, total, True, status
+            return start.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, True, status
 
 
 @njit(cache=True, entry=True)
@@ -2046,7 +2129,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     calls (a kernel cannot read it), each given about half the iterations the time left allows at this tree's
     measured cost per iteration (_chunk); iterations count into ``budget``. Returns (q, message, new starts made):
     the first answer that meets every goal, else the best."""
-    tp, gp = k.arrays()
+    work, gp = k.work(), k._gp
     tree = k.tree
     q = np.ascontiguousarray(q, dtype=float)
     in_a_row = np.zeros(1, dtype=np.int64)
@@ -2061,7 +2144,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
         start = now
         q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
             q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
-            damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, tp, gp)
+            damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp)
         now = time.perf_counter()
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
             per = (now - start) / iterations
@@ -2079,7 +2162,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     if best_key[1] == np.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
         if status is not None and not count:  # (one search: its own reason, as it ended)
             return q, MESSAGES[status], count
-        q = project_packed(q, tp)
+        q = project_packed(q, _with_origins(tree))
         return q, MESSAGES[1] if k.key(q)[0] else MESSAGES[0], count
     # the only search's own reason when it ended by itself (status 1: the iterations ran out)
     message = MESSAGES[0] if not best_key[0] else MESSAGES[status] if not count else \
@@ -2417,6 +2500,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
 
     tree = problem.tree
     tp, gp = k.arrays()
+    work = k.work() if exploit == "lm" else None
     rng = np.random.default_rng(rng)
     P, E, n = population, elites, tree.n
     X, M, phi = np.empty((P, n)), np.empty((P, n)), np.empty(P)
@@ -2441,8 +2525,8 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
         if exploit == "lm":  # each elite's LM iterations (lm_kernel), while the time lasts
             for e in range(E):
                 elites_space[e] = X[e] if budget.past_deadline() else \
-                    lm_kernel(X[e].copy(), exploit_iterations, 0, 1.0, bias, 1.0, DAMPING_START, 1e-12, 1e-12, 8, tp,
-                              gp)[0]
+                    lm_kernel(X[e].copy(), exploit_iterations, 0, 1.0, bias, 1.0, DAMPING_START, 1e-12, 1e-12, 8,
+                              work, gp)[0]
             X_new = elites_space
         else:  # scipy's L-BFGS-B, the elites in lockstep, on the compiled fitness and gradient
             X_new, _, _ = lbfgsb.minimize_batch(fg, X[:E].copy(), tree._clip_lower, tree._clip_upper,

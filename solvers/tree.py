@@ -425,6 +425,7 @@ class Tree:
             _compiled._tree_arrays(self)  # the kernels' structure arrays (origins apart), made once
         out = object.__new__(Tree)
         out.__dict__.update(self.__dict__)
+        out.__dict__.pop("_compiled_works", None)  # (the compiled LM's work spaces: the copy's own, made for it)
         out.origin = self.origin.copy()
         out.models = [copy(m) if hasattr(m, "_basis") else m for m in self.models]
         return out

@@ -456,7 +456,8 @@ def test_a_continuity_goals_reference_is_packed_in_the_kernels_own_type(iiwa):
 def test_only_the_entry_points_are_compiled_with_pythons_wrappers():
     """The kernels' inner functions are compiled without the wrappers Python calls through (some 6 s of the
     core's cold compile); the entry points Python calls have them, and an inner function's twin serves a test."""
-    for entry in (compiled.restarts_kernel, compiled.judge, compiled.project_packed, compiled.memetic):
+    for entry in (compiled.restarts_kernel, compiled.make_work, compiled.judge, compiled.project_packed,
+                  compiled.memetic):
         assert not entry.targetoptions.get("no_cpython_wrapper"), entry
     for inner in (compiled._lm, compiled.evaluate, compiled.fk_into, compiled._tree, compiled._generation):
         assert inner.targetoptions.get("no_cpython_wrapper") and inner.targetoptions.get("no_cfunc_wrapper"), inner
@@ -615,13 +616,13 @@ def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     tree = _robot(*ROBOTS[0])
     problem = Problem(tree, [Position(ROBOTS[0][2], (5.0, 5.0, 5.0))])  # out of reach: the search stalls
     k = compiled.kernel(problem)
-    tp, gp = k.arrays()
+    work, gp = k.work(), k.arrays()[1]
     q0 = np.full(tree.n, 0.1)
-    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8, tp, gp)[:3]
+    q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8, work, gp)[:3]
     assert status == 3 and its < 500  # stalled
     for budget, starts in ((its, 1), (its + 1, 1)):  # ending with the search, and one iteration into the next
         out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 0.99, 1e-3,
-                                       1.0, 1.0, 1e-12, 1e-12, 8, tp, gp)
+                                       1.0, 1.0, 1e-12, 1e-12, 8, work, gp)
         assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
         assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
         assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
@@ -641,21 +642,58 @@ def test_a_search_restarted_within_a_kernel_call_is_the_search_from_its_start(wh
         tree = next(t for t in _bone_trees(3, 8)[1] if any(hasattr(m, "nearest") for m in t.models))
         link = tree.link_names[-1]
     k = compiled.kernel(Problem(tree, [Position(link, (50.0, 50.0, 50.0))]))  # out of reach: every search stalls
-    tp, gp = k.arrays()
+    work, gp = k.work(), k.arrays()[1]
     settings = (5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8)
     q0 = np.full(tree.n, 0.1)
-    status, its = compiled.lm_kernel(q0.copy(), 500, *settings, tp, gp)[1:3]
+    status, its = compiled.lm_kernel(q0.copy(), 500, *settings, work, gp)[1:3]
     assert status == 3  # stalled
-    out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its, -1, 7, *settings, tp, gp)
+    out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its, -1, 7, *settings, work, gp)
     assert out[5] == 1 and out[7]  # the call ended with the first search: its result, the second's start
     start = out[0]
-    its2 = compiled.lm_kernel(start.copy(), 500, *settings, tp, gp)[2]
+    its2 = compiled.lm_kernel(start.copy(), 500, *settings, work, gp)[2]
     assert its2 >= 2
-    alone = compiled.lm_kernel(start.copy(), its2 - 1, *settings, tp, gp)[0]
+    alone = compiled.lm_kernel(start.copy(), its2 - 1, *settings, work, gp)[0]
     out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its + its2 - 1, -1, 7, *settings,
-                                   tp, gp)
+                                   work, gp)
     assert out[5] == 1 and out[7] and out[8] == 1  # the second search ran out of the call's iterations
     assert np.array_equal(out[0], alone)
+
+
+def test_a_kept_work_space_gives_what_a_fresh_one_gives():
+    """restarts_kernel keeps its arrays between calls (Kernel.work: one Work per tree and thread): a call after
+    others, with other goals (an angle left in the goals' errors by an Orientation before a Position), more goals,
+    or more iterations than the work space was made for, returns bit for bit what a Work made for it returns. A
+    frame copy of the tree and another thread get Works of their own."""
+    import threading
+
+    tree, tip = _robot(*ROBOTS[0]), ROBOTS[0][2]
+    settings = (2, 0.8, 1e-3, 1.0, 0.1, 1e-12, 1e-12, 4)
+    q0 = np.full(tree.n, 0.2)
+    W = tree.fk_batch(np.full((1, tree.n), 0.7))[0]
+    tip_rotation, tip_point = W[tree.link(tip), :3, :3], W[tree.link(tip), :3, 3]
+    elbow = tree.link_names[4]
+    cases = [([Orientation(tip, tip_rotation)], 200), ([Position(tip, tip_point + 0.05)], 200),
+             ([Position(tip, (5.0, 5.0, 5.0))], 500),  # out of reach: restarts, then more iterations than kept
+             ([Position(tip, tip_point), Position(elbow, W[tree.link(elbow), :3, 3])], 200),
+             ([Pose(tip, W[tree.link(tip)])], 60)]
+    kept = compiled.Kernel(tree, cases[0][0]).work()
+    for goals, iterations in cases:
+        k = compiled.Kernel(tree, goals)
+        assert k.work() is kept  # (one per tree and thread, whatever the goals)
+        tp, gp = k.arrays()
+        fresh = compiled.make_work(tp, gp, iterations)
+        a, b = (compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, iterations, 3, 5, *settings, w,
+                                         gp) for w in (kept, fresh))
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y), goals
+        if type(goals[0]) is Position:
+            assert not a[4][:, 1].any()  # no angle: a Position has none
+    assert compiled.Kernel(tree.frame_copy(), cases[0][0]).work() is not kept
+    other = []
+    thread = threading.Thread(target=lambda: other.append(compiled.Kernel(tree, cases[0][0]).work()))
+    thread.start()
+    thread.join()
+    assert other[0] is not kept and compiled.Kernel(tree, cases[0][0]).work() is kept
 
 
 def test_a_restart_changes_only_the_stuck_limbs_first():

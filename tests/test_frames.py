@@ -110,6 +110,6 @@ def test_frames_run_in_threads_only_where_the_compiled_core_serves(monkeypatch, 
 def test_the_compiled_solves_release_the_gil():
     if compiled.numba is None:
         pytest.skip("numba is not installed here")
-    for kernel in (compiled.restarts_kernel, compiled.judge, compiled.project_packed,
+    for kernel in (compiled.restarts_kernel, compiled.make_work, compiled.judge, compiled.project_packed,
                    compiled.memetic):
         assert kernel.targetoptions.get("nogil") is True, kernel
