@@ -440,12 +440,7 @@ class Kernel:
             t = type(o)
             w = math.sqrt(o.weight)
             offset, target, look, R = _ZERO3, _ZERO3, _ZERO3, _ZERO9
-            if t is Pose:  # (the commonest goal, read directly: a Table I solve packs one)
-                position, orientation = o.position, o.orientation
-                s = (_CARTESIAN, link(o.link), 0, 6, True, True, False, w, position.tolerance, orientation.tolerance)
-                offset, target = position.offset.tolist(), position.target.tolist()
-                R = orientation.target.ravel().tolist()
-            elif t is Displacement:
+            if t is Displacement:
                 # (None: every variable in order, the usual continuity goal's; its index row made once, below)
                 idx = None if o.joints is None and o.reference.shape[0] == tree.n else \
                     o._indices(SimpleNamespace(tree=tree))
