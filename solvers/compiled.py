@@ -46,6 +46,10 @@ _COVERED_MODELS = (ScalarModel, BallModel, SwingTwistModel, FreeModel, StretchMo
 _COVERED_GOALS = frozenset((Position, Orientation, Pose, LookAt, Displacement, JointValue, Distance))
 
 _enabled = not os.environ.get("FULLBODY_IK_NUMPY")
+# What a cold compile of the core has a helper process compile meanwhile (warm: _start_helper): evaluate and all it
+# calls, typed from judge there; the compile here waits for it where it needs it (njit's typing hook: _await_helper).
+HELPER_PART = frozenset(("evaluate",))
+_helping = os.environ.get("FULLBODY_IK_HELPER_TOKEN", "")  # this process is such a helper: its token
 try:
     import numba
 
@@ -91,9 +95,17 @@ try:
         def compile_(function):
             dispatcher = numba.njit(function, **{"nogil": True, **options})
             resolve = dispatcher.get_call_template
+            name = function.__name__
+            helped = name in HELPER_PART
 
             def get_call_template(args, kws):  # (how a call from compiled code is typed)
-                return resolve(tuple(map(unliteral, args)), {k: unliteral(v) for k, v in kws.items()})
+                args = tuple(map(unliteral, args))
+                if helped and not dispatcher.overloads:  # (a cold compile: warm's helper may compile it)
+                    _await_helper(name)
+                template = resolve(args, {k: unliteral(v) for k, v in kws.items()})
+                if helped and _helping:
+                    _helped(name)
+                return template
 
             dispatcher.get_call_template = get_call_template
             return dispatcher
@@ -276,6 +288,18 @@ def warm_in_background():
     global _background
     if not available() or _background is not None or _memetic_error or os.path.exists(_warm_stamp("memetic")):
         return False  # (a compile still running for its memetic part, or failed there this session: not again)
+    log = os.path.join(numba.config.CACHE_DIR, "warm.log")
+    process = _python_process("warm()", log)
+    if process is None:  # no interpreter to run, no folder to write: compiled on first use instead
+        print("Full-Body IK: the compiled core cannot compile in the background; it will on first use.")
+        return False
+    _background = [process, time.monotonic(), log, False]  # False: the core's stamp not seen yet
+    return True
+
+
+def _python_process(call, log, env=()):
+    """Another Python process running ``call`` (code, e.g. "warm()") in this module, its output into the file ``log``,
+    numba's cache folder this one's (unless ``env`` says another); None when it cannot start (the reason printed)."""
     import subprocess
 
     # This module by its own name (an extension's is bl_ext.<repository>.<id>...): its parent packages made
@@ -290,19 +314,16 @@ def warm_in_background():
     code = ("import importlib, sys, types\n"
             f"for name, path in {packages!r}:\n"
             "    m = types.ModuleType(name); m.__path__ = path; sys.modules[name] = m\n"
-            f"importlib.import_module({__name__!r}).warm()\n")
-    env = dict(os.environ, NUMBA_CACHE_DIR=numba.config.CACHE_DIR, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    log = os.path.join(numba.config.CACHE_DIR, "warm.log")
+            f"importlib.import_module({__name__!r}).{call}\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": numba.config.CACHE_DIR,
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **dict(env)}
     try:
         with open(log, "w") as fh:
-            process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL,
-                                       creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
-    except (OSError, ValueError) as e:  # no interpreter to run, no folder to write: compiled on first use instead
-        print(f"Full-Body IK: the compiled core cannot compile in the background ({e}); it will on first use.")
-        return False
-    _background = [process, time.monotonic(), log, False]  # False: the core's stamp not seen yet
-    return True
+            return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    except (OSError, ValueError) as e:
+        print(f"Full-Body IK: could not start a Python process ({e})")
+        return None
 
 
 def set_enabled(flag):
@@ -2567,39 +2588,173 @@ def _prepare(part):
     _prepared.update(("core", part))
 
 
-def warm(part="memetic"):
-    """Compile (or load from the cache) the kernels by solving a small problem: the core's (part "core"), then the
-    memetic solver's (part "memetic", the default: every kernel); the first solve of a session then costs no
-    compile. Returns the seconds it took."""
+def _warm_problem():
+    """The small problem warm compiles the kernels on: (tree, problem), three joints of each kind, a Pose goal."""
     from .objectives import Pose
+    from .problem import Problem
     from .tree import Joint, Tree
 
-    start = time.perf_counter()
-    if not available():
-        return 0.0
     T = np.eye(4)
     T[2, 3] = 0.3
     joints = [Joint("j1", "revolute", "base", "l1", T, (0, 0, 1), -3.0, 3.0),
               Joint("j2", "prismatic", "l1", "l2", T, (1, 0, 0), -1.0, 1.0),
               Joint("j3", "continuous", "l2", "l3", T, (0, 1, 0))]
     tree = Tree(joints)
-    from .problem import Budget, Problem
+    return tree, Problem(tree, [Pose("l3", tree.fk(np.array([0.3, 0.2, 0.1]))["l3"])])
 
-    problem = Problem(tree, [Pose("l3", tree.fk(np.array([0.3, 0.2, 0.1]))["l3"])])
+
+def warm(part="memetic"):
+    """Compile (or load from the cache) the kernels by solving a small problem: the core's (part "core"), then the
+    memetic solver's (part "memetic", the default: every kernel); the first solve of a session then costs no
+    compile. A cold compile has a helper process compile evaluate, judge and the memetic solver's part meanwhile,
+    where the machine has another core (_start_helper). Returns the seconds it took."""
+    from .problem import Budget
+
+    start = time.perf_counter()
+    if not available():
+        return 0.0
+    tree, problem = _warm_problem()
     k = kernel(problem)
-    q, _, _ = search(k, np.zeros(3), Budget(None, 50))  # every entry point: LM, restarts, judging, projection
-    search(k, np.zeros(3), Budget(None, 20), kernel_seed(0), 10, settings(RESTART_STALL, RESTART_STALL_RATIO))
-    k.result(q, "lm", Budget(), "")
-    k.key(q)
-    project_one(tree, q)
-    _stamp("core")
-    if part == "core":
-        return time.perf_counter() - start
-    for exploit in ("lm", "lbfgsb"):  # last (some 20 s cold): the memetic solver's generations, either exploitation
-        run_memetic(k, problem, np.zeros(3), Budget(None, 2), 0, 8, 2, exploit, 3, 2, {"exploitation": 0.0,
-                                                                                         "offspring": 0.0})
-    _stamp("memetic")
+    helper = _start_helper(part)
+    try:
+        # (what needs no evaluate first: the helper compiles it meanwhile; then LM, waiting for it there)
+        k.work()
+        q = project_one(tree, np.zeros(3))
+        q, _, _ = search(k, q, Budget(None, 50))  # every entry point: LM, restarts, judging, projection
+        search(k, np.zeros(3), Budget(None, 20), kernel_seed(0), 10, settings(RESTART_STALL, RESTART_STALL_RATIO))
+        _await_helper("judge")
+        k.result(q, "lm", Budget(), "")
+        k.key(q)
+        _stamp("core")
+        if part != "core":
+            _await_helper("memetic")
+            for exploit in ("lm", "lbfgsb"):  # last (some 20 s cold): the memetic solver's generations
+                run_memetic(k, problem, np.zeros(3), Budget(None, 2), 0, 8, 2, exploit, 3, 2,
+                            {"exploitation": 0.0, "offspring": 0.0})
+            _stamp("memetic")
+        _finish_helper(helper)
+    finally:
+        _finish_helper(helper, kill=True)
     return time.perf_counter() - start
+
+
+HELPER_WAIT = 300.0  # seconds: the longest a compile waits for its helper (then it compiles the part itself)
+_helper = None  # the helper compiling HELPER_PART for this process's cold compile: (process, its folder, deadline)
+
+
+def _start_helper(part):
+    """When the core is cold here (no warm stamp, no shipped kernels) and the machine has another core: a process
+    compiling judge, so evaluate and all it calls (HELPER_PART; about a third of the core's compile), then, for
+    ``part`` "memetic", the memetic solver's entry point, while this one compiles the rest (measured: docs/solvers.md).
+    It compiles into a cache folder of its own (numba's index of a function written by two processes at once could
+    lose or mismatch an entry); this process copies each function's files from there when it is ready
+    (_await_helper). ``FULLBODY_IK_COMPILE_HELPER=0`` turns it off. Returns the helper (for _finish_helper) or
+    None."""
+    global _helper
+    if (_helping or _helper is not None or os.environ.get("FULLBODY_IK_COMPILE_HELPER") == "0" or _adopted
+            or (os.cpu_count() or 1) < 2 or os.path.exists(_warm_stamp("core"))):
+        return None
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    folder = os.path.join(numba.config.CACHE_DIR, f"helper-{token}")
+    try:
+        os.makedirs(folder)
+    except OSError:
+        return None
+    process = _python_process(f"_compile_helper({part!r})", os.path.join(numba.config.CACHE_DIR, "helper.log"),
+                              {"FULLBODY_IK_HELPER_TOKEN": token, "NUMBA_CACHE_DIR": folder})
+    if process is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    _helper = (process, folder, time.monotonic() + HELPER_WAIT)
+    return _helper
+
+
+def _finish_helper(helper, kill=False):
+    """Wait for the helper to end (until its deadline), or, ``kill``, stop it if it still runs; then forget it and
+    remove its folder."""
+    global _helper
+    if helper is None or _helper is not helper:
+        return
+    process, folder, deadline = helper
+    if not kill:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except Exception:  # (its deadline passed: stopped below)
+            pass
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    elif process.returncode != 0:  # (what it had not compiled was compiled here)
+        print(f"Full-Body IK: the compile's helper process failed (exit code {process.returncode}; its output: "
+              f"{os.path.join(numba.config.CACHE_DIR, 'helper.log')})", file=sys.stderr)
+    _helper = None
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _compile_helper(part):
+    """The helper's work (in its own process, its own cache folder): judge compiled on warm's problem, evaluate with
+    it (_helped says so as soon as it is in the cache), then, for ``part`` "memetic", the memetic solver's entry point
+    (a generation exploited by L-BFGS-B: no LM)."""
+    from .problem import Budget
+
+    tree, problem = _warm_problem()
+    k = Kernel(tree, problem.objectives)
+    k.judge(np.zeros(tree.n))
+    _helped("judge")
+    if part == "memetic":
+        run_memetic(k, problem, np.zeros(tree.n), Budget(None, 1), 0, 8, 2, "lbfgsb", 3, 2,
+                    {"exploitation": 0.0, "offspring": 0.0})
+        _helped("memetic")
+
+
+def _helped(name):
+    """In a helper: ``name`` is compiled and in its cache (a marker there, written once)."""
+    marker = os.path.join(numba.config.CACHE_DIR, f"{name}.ok")
+    if not os.path.exists(marker):
+        try:
+            with open(marker, "w"):
+                pass
+        except OSError:  # (the compile waiting for it goes on when this process ends)
+            pass
+
+
+def _await_helper(name):
+    """Before compiling ``name`` (evaluate, when a call to it is typed: HELPER_PART; judge; memetic): while this process's helper runs and has not said it is in its
+    cache, wait (until its deadline); then take its files (the compile loads them), or, where the helper failed,
+    let the compile do the work here."""
+    helper = _helper
+    if helper is None:
+        return
+    process, folder, deadline = helper
+    marker = os.path.join(folder, f"{name}.ok")
+    while not os.path.exists(marker) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if os.path.exists(marker):
+        _adopt_helped(folder, name)
+
+
+def _adopt_helped(folder, name):
+    """Copy the compiled function ``name``'s cache files (its index and data) from the helper's cache ``folder`` into
+    this process's, where this one has none of it (each under a temporary name, then renamed)."""
+    from numba.core.caching import _CacheLocator
+
+    subpath = _CacheLocator.get_suitable_cache_subpath(__file__)
+    index = globals()[name]._cache._cache_file._index_name  # (numba's name for it: <module>.<name>-<line>.pyXY.nbi)
+    source, target = os.path.join(folder, subpath), os.path.join(numba.config.CACHE_DIR, subpath)
+    base, partial = index[:-len(".nbi")], None
+    try:
+        if os.path.exists(os.path.join(target, index)):
+            return
+        os.makedirs(target, exist_ok=True)
+        files = [f for f in os.listdir(source) if f.startswith(base + ".") and f.endswith(".nbc")]
+        for f in files + [index]:  # (the index last: what it names is there before it is)
+            partial = os.path.join(target, f".{f}.{os.getpid()}.part")
+            shutil.copyfile(os.path.join(source, f), partial)
+            os.replace(partial, os.path.join(target, f))
+            partial = None
+    except OSError:  # (not there, or not copied: compiled here instead)
+        if partial is not None and os.path.exists(partial):
+            os.remove(partial)
 
 
 def _stamp(part):

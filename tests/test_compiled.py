@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -474,7 +476,7 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     home.mkdir()
     home.chmod(0o500)
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    env.update(HOME=str(home), TMPDIR=str(tmp_path))
+    env.update(HOME=str(home), TMPDIR=str(tmp_path), FULLBODY_IK_COMPILE_HELPER="0")  # (every kernel counted here)
     code = ("import numba; from numba.core import event; from fullbody_ik.solvers import compiled\n"
             "names = []\n"
             "class Compiles(event.Listener):\n"
@@ -491,6 +493,83 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     folder, ok, compiles, shape_messages = out.stdout.split()
     assert ok == "True" and folder.startswith(str(tmp_path)) and os.access(folder, os.W_OK)
     assert int(compiles) > 50 and shape_messages == "0", (compiles, shape_messages)
+
+
+HELPED = """
+import json, os, sys
+from numba.core import event
+import numpy as np
+from fullbody_ik.solvers import Pose, Tree, compiled, solve
+names = []
+class Compiles(event.Listener):
+    def on_start(self, e): names.append(e.data['dispatcher'].py_func.__name__)
+    def on_end(self, e): pass
+event.register('numba:compile', Compiles())
+seconds = compiled.warm()
+tree = Tree.from_urdf(sys.argv[1], base_link="lbr_iiwa_link_0", tip_links="lbr_iiwa_link_7")
+target = tree.fk(np.full(tree.n, 0.4))["lbr_iiwa_link_7"]
+res = solve(tree, [Pose("lbr_iiwa_link_7", target)], np.zeros(tree.n), time_limit=0.5, rng=1)
+timings = {}
+memetic = solve(tree, [Pose("lbr_iiwa_link_7", target)], None, "memetic", time_limit=1.0, rng=1, timings=timings)
+folder = compiled.numba.config.CACHE_DIR
+print("REPORT" + json.dumps({"seconds": seconds, "compiled_here": names,
+                             "success": bool(res.success and memetic.success and timings.get("compiled")),
+                             "files": os.listdir(folder), "helper": compiled._helper is None}))
+"""
+
+
+def test_a_cold_compile_has_a_helper_process_compile_evaluate_meanwhile(tmp_path):
+    """A cold compile (two cores or more) starts a helper process that compiles judge, evaluate and all it calls,
+    then the memetic solver's entry point, while this one compiles the rest (the solver's loop waits for evaluate
+    there and loads it): none of them is compiled in this process, both solvers then solve here, and the helper's
+    folder is gone."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: no helper")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("FULLBODY_IK_COMPILE_HELPER", None)
+    out = subprocess.run([sys.executable, "-c", HELPED, os.path.join(helpers.URDF, "kuka_iiwa.urdf")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("REPORT")]
+    assert out.returncode == 0 and line, out.stderr[-3000:]
+    r = json.loads(line[0][len("REPORT"):])
+    here = set(r["compiled_here"])
+    assert "_lm" in here and "restarts_kernel" in here and "make_work" in here  # (a cold compile it was)
+    assert not here & {"evaluate", "fk_into", "generators", "judge", "memetic", "_generation"}, sorted(here)
+    assert r["success"] and r["helper"]
+    assert "helper.log" in r["files"] and not [f for f in r["files"] if f.startswith("helper-")], r["files"]  # (its
+    # folder removed)
+    print(f"cold compile of every kernel with the helper: {r['seconds']:.1f} s")
+
+
+def test_a_compile_waits_for_its_helper_only_while_the_helper_runs(tmp_path, monkeypatch):
+    """_await_helper returns when the helper says the function is in its cache, when the helper has ended (it
+    failed: the compile then does the work itself), or at its deadline; with no helper at once."""
+    monkeypatch.setattr(compiled.numba.config, "CACHE_DIR", str(tmp_path))
+    marker = tmp_path / "helper" / "evaluate.ok"
+    marker.parent.mkdir()
+
+    def waited(process, deadline=60.0, marker_after=None):
+        monkeypatch.setattr(compiled, "_helper", (process, str(marker.parent), time.monotonic() + deadline))
+        if marker_after is not None:
+            threading.Timer(marker_after, marker.touch).start()
+        start = time.monotonic()
+        compiled._await_helper("evaluate")
+        return time.monotonic() - start
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert 0.3 <= waited(sleeper, marker_after=0.3) < 5.0  # told it is there
+        marker.unlink()
+        assert 0.5 <= waited(sleeper, deadline=0.5) < 5.0  # its deadline
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    failing = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); raise SystemExit(1)"])
+    assert waited(failing) < 10.0 and failing.returncode == 1  # it ended without saying so
+    monkeypatch.setattr(compiled, "_helper", None)
+    start = time.monotonic()
+    compiled._await_helper("evaluate")
+    assert time.monotonic() - start < 0.1
 
 
 SHIPPED = """
