@@ -2670,8 +2670,8 @@ def _start_helper(part):
 
 
 def _finish_helper(helper, kill=False):
-    """Wait for the helper to end (until its deadline), or, ``kill``, stop it if it still runs; then forget it and
-    remove its folder."""
+    """Wait for the helper to end (until its deadline), or, ``kill``, stop it if it still runs; then take what it
+    compiled that this process has not, forget it and remove its folder."""
     global _helper
     if helper is None or _helper is not helper:
         return
@@ -2687,6 +2687,8 @@ def _finish_helper(helper, kill=False):
     elif process.returncode != 0:  # (what it had not compiled was compiled here)
         print(f"Full-Body IK: the compile's helper process failed (exit code {process.returncode}; its output: "
               f"{os.path.join(numba.config.CACHE_DIR, 'helper.log')})", file=sys.stderr)
+    else:  # what else it compiled (the functions evaluate and the memetic solver call), for later compiles here
+        _adopt_helped(folder)
     _helper = None
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -2719,9 +2721,9 @@ def _helped(name):
 
 
 def _await_helper(name):
-    """Before compiling ``name`` (evaluate, when a call to it is typed: HELPER_PART; judge; memetic): while this process's helper runs and has not said it is in its
-    cache, wait (until its deadline); then take its files (the compile loads them), or, where the helper failed,
-    let the compile do the work here."""
+    """Before compiling ``name`` (evaluate, when a call to it is typed: HELPER_PART; judge; memetic): while this
+    process's helper runs and has not said it is in its cache, wait (until its deadline); then take its files (the
+    compile loads them), or, where the helper failed, let the compile do the work here."""
     helper = _helper
     if helper is None:
         return
@@ -2733,25 +2735,30 @@ def _await_helper(name):
         _adopt_helped(folder, name)
 
 
-def _adopt_helped(folder, name):
-    """Copy the compiled function ``name``'s cache files (its index and data) from the helper's cache ``folder`` into
-    this process's, where this one has none of it (each under a temporary name, then renamed)."""
+def _adopt_helped(folder, name=None):
+    """Copy the compiled function ``name``'s cache files (its index and data; None: every function's) from the
+    helper's cache ``folder`` into this process's, where this one has no index of it (each under a temporary name,
+    then renamed)."""
     from numba.core.caching import _CacheLocator
 
     subpath = _CacheLocator.get_suitable_cache_subpath(__file__)
-    index = globals()[name]._cache._cache_file._index_name  # (numba's name for it: <module>.<name>-<line>.pyXY.nbi)
     source, target = os.path.join(folder, subpath), os.path.join(numba.config.CACHE_DIR, subpath)
-    base, partial = index[:-len(".nbi")], None
+    partial = None
     try:
-        if os.path.exists(os.path.join(target, index)):
-            return
+        there = os.listdir(source)
+        # (numba's names: <module>.<function>-<line>.pyXY.nbi, its data <...>.pyXY.<k>.nbc)
+        indexes = [globals()[name]._cache._cache_file._index_name] if name else [f for f in there if f.endswith(".nbi")]
         os.makedirs(target, exist_ok=True)
-        files = [f for f in os.listdir(source) if f.startswith(base + ".") and f.endswith(".nbc")]
-        for f in files + [index]:  # (the index last: what it names is there before it is)
-            partial = os.path.join(target, f".{f}.{os.getpid()}.part")
-            shutil.copyfile(os.path.join(source, f), partial)
-            os.replace(partial, os.path.join(target, f))
-            partial = None
+        for index in indexes:
+            base = index[:-len(".nbi")] + "."
+            if os.path.exists(os.path.join(target, index)) or index not in there:
+                continue
+            for f in [f for f in there if f.startswith(base) and f.endswith(".nbc")] + [index]:  # (the index last:
+                # what it names is there before it is)
+                partial = os.path.join(target, f".{f}.{os.getpid()}.part")
+                shutil.copyfile(os.path.join(source, f), partial)
+                os.replace(partial, os.path.join(target, f))
+                partial = None
     except OSError:  # (not there, or not copied: compiled here instead)
         if partial is not None and os.path.exists(partial):
             os.remove(partial)

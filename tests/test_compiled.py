@@ -512,7 +512,9 @@ res = solve(tree, [Pose("lbr_iiwa_link_7", target)], np.zeros(tree.n), time_limi
 timings = {}
 memetic = solve(tree, [Pose("lbr_iiwa_link_7", target)], None, "memetic", time_limit=1.0, rng=1, timings=timings)
 folder = compiled.numba.config.CACHE_DIR
-print("REPORT" + json.dumps({"seconds": seconds, "compiled_here": names,
+from numba.core.caching import _CacheLocator
+kernels = os.listdir(os.path.join(folder, _CacheLocator.get_suitable_cache_subpath(compiled.__file__)))
+print("REPORT" + json.dumps({"seconds": seconds, "compiled_here": names, "kernels": kernels,
                              "success": bool(res.success and memetic.success and timings.get("compiled")),
                              "files": os.listdir(folder), "helper": compiled._helper is None}))
 """
@@ -536,6 +538,9 @@ def test_a_cold_compile_has_a_helper_process_compile_evaluate_meanwhile(tmp_path
     assert "_lm" in here and "restarts_kernel" in here and "make_work" in here  # (a cold compile it was)
     assert not here & {"evaluate", "fk_into", "generators", "judge", "memetic", "_generation"}, sorted(here)
     assert r["success"] and r["helper"]
+    indexes = {f.split("-")[0] for f in r["kernels"] if f.endswith(".nbi")}  # (what it compiled: in this cache now)
+    assert {"compiled.evaluate", "compiled.judge", "compiled.memetic", "compiled._generation", "compiled.fk_into",
+            "compiled._lm"} <= indexes, sorted(indexes)
     assert "helper.log" in r["files"] and not [f for f in r["files"] if f.startswith("helper-")], r["files"]  # (its
     # folder removed)
     print(f"cold compile of every kernel with the helper: {r['seconds']:.1f} s")
