@@ -184,6 +184,12 @@ def section():
                          "of five solves each, fitted as fixed + per iteration + per restart; same run).\n\n"
                          + table([[arm, *(f"{v:.2f}" if "share" in k else f"{v:.1f}" for k, v in c.items())]
                                   for arm, c in costs.items()], headers))
+    first = stored_table("first_compile", "A first use's compile, cold", "each in a new process with an empty cache "
+                         "folder, with and without the helper process (solvers/compiled.py, _start_helper) in turns; "
+                         "seconds of compiled.warm, the module's import not counted; the core: every solver but the "
+                         "memetic one; aims: the core's first compile <= 30 s, a later session's load <= 1 s")
+    if first:
+        parts.append(first)
     return "\n\n".join(parts) if parts else "No results yet: run `make bench`."
 
 
