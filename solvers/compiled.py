@@ -49,7 +49,7 @@ _enabled = not os.environ.get("FULLBODY_IK_NUMPY")
 # What a cold compile of the core has a helper process compile meanwhile (warm: _start_helper): evaluate and all it
 # calls, typed from judge there; the compile here waits for it where it needs it (njit's typing hook: _await_helper).
 HELPER_PART = frozenset(("evaluate",))
-_helping = os.environ.get("FULLBODY_IK_HELPER_TOKEN", "")  # this process is such a helper: its token
+_helping = bool(os.environ.get("FULLBODY_IK_HELPER_TOKEN"))  # this process is such a helper
 try:
     import numba
 
@@ -101,7 +101,10 @@ try:
             def get_call_template(args, kws):  # (how a call from compiled code is typed)
                 args = tuple(map(unliteral, args))
                 if helped and not dispatcher.overloads:  # (a cold compile: warm's helper may compile it)
-                    _await_helper(name)
+                    try:
+                        _await_helper(name)
+                    except Exception:  # (the helper is help, never a failure: compiled here)
+                        pass
                 template = resolve(args, {k: unliteral(v) for k, v in kws.items()})
                 if helped and _helping:
                     _helped(name)
@@ -2638,30 +2641,36 @@ def warm(part="memetic"):
     return time.perf_counter() - start
 
 
-HELPER_WAIT = 300.0  # seconds: the longest a compile waits for its helper (then it compiles the part itself)
+HELPER_WAIT = 180.0  # seconds: the longest a compile waits for its helper (then it compiles the part itself)
 _helper = None  # the helper compiling HELPER_PART for this process's cold compile: (process, its folder, deadline)
 
 
 def _start_helper(part):
-    """When the core is cold here (no warm stamp, no shipped kernels) and the machine has another core: a process
-    compiling judge, so evaluate and all it calls (HELPER_PART; about a third of the core's compile), then, for
-    ``part`` "memetic", the memetic solver's entry point, while this one compiles the rest (measured: docs/solvers.md).
-    It compiles into a cache folder of its own (numba's index of a function written by two processes at once could
-    lose or mismatch an entry); this process copies each function's files from there when it is ready
-    (_await_helper). ``FULLBODY_IK_COMPILE_HELPER=0`` turns it off. Returns the helper (for _finish_helper) or
-    None."""
+    """When the core is cold here (no warm stamp, no shipped kernels) and this process may use two cores or more: a
+    process compiling judge, so evaluate and all it calls (HELPER_PART; about a third of the core's compile), then,
+    for ``part`` "memetic", the memetic solver's entry point, while this one compiles the rest (measured:
+    docs/solvers.md). It compiles into a cache folder of its own, a short path in the temporary folder (numba's index
+    of a function written by two processes at once could lose or mismatch an entry); this process copies each
+    function's files from there when it is ready (_await_helper). ``FULLBODY_IK_COMPILE_HELPER=0`` turns it off.
+    Returns the helper (for _finish_helper) or None."""
     global _helper
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if (_helping or _helper is not None or os.environ.get("FULLBODY_IK_COMPILE_HELPER") == "0" or _adopted
-            or (os.cpu_count() or 1) < 2 or os.path.exists(_warm_stamp("core"))):
+            or cores < 2 or os.path.exists(_warm_stamp("core"))):
         return None
-    token = f"{os.getpid()}-{time.monotonic_ns()}"
-    folder = os.path.join(numba.config.CACHE_DIR, f"helper-{token}")
+    for old in os.listdir(tempfile.gettempdir()):  # (a helper whose compile was killed: it ended by its deadline)
+        path = os.path.join(tempfile.gettempdir(), old)
+        try:
+            if old.startswith("fbik-helper-") and time.time() - os.path.getmtime(path) > 2 * HELPER_WAIT:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
     try:
-        os.makedirs(folder)
+        folder = tempfile.mkdtemp(prefix="fbik-helper-")
     except OSError:
         return None
-    process = _python_process(f"_compile_helper({part!r})", os.path.join(numba.config.CACHE_DIR, "helper.log"),
-                              {"FULLBODY_IK_HELPER_TOKEN": token, "NUMBA_CACHE_DIR": folder})
+    process = _python_process(f"_compile_helper({part!r})", os.path.join(folder, "helper.log"),
+                              {"FULLBODY_IK_HELPER_TOKEN": "1", "NUMBA_CACHE_DIR": folder})
     if process is None:
         shutil.rmtree(folder, ignore_errors=True)
         return None
@@ -2685,8 +2694,13 @@ def _finish_helper(helper, kill=False):
         process.kill()
         process.wait()
     elif process.returncode != 0:  # (what it had not compiled was compiled here)
-        print(f"Full-Body IK: the compile's helper process failed (exit code {process.returncode}; its output: "
-              f"{os.path.join(numba.config.CACHE_DIR, 'helper.log')})", file=sys.stderr)
+        try:
+            with open(os.path.join(folder, "helper.log")) as fh:
+                tail = fh.read()[-2000:]
+        except OSError:
+            tail = ""
+        print(f"Full-Body IK: the compile's helper process failed (exit code {process.returncode}); compiled here "
+              f"instead. Its output:\n{tail}", file=sys.stderr)
     else:  # what else it compiled (the functions evaluate and the memetic solver call), for later compiles here
         _adopt_helped(folder)
     _helper = None
@@ -2696,9 +2710,18 @@ def _finish_helper(helper, kill=False):
 def _compile_helper(part):
     """The helper's work (in its own process, its own cache folder): judge compiled on warm's problem, evaluate with
     it (_helped says so as soon as it is in the cache), then, for ``part`` "memetic", the memetic solver's entry point
-    (a generation exploited by L-BFGS-B: no LM)."""
+    (a generation exploited by L-BFGS-B: no LM). It ends itself at its deadline, or when the compile that started it
+    has ended (its parent gone)."""
     from .problem import Budget
 
+    parent, deadline = os.getppid(), time.monotonic() + HELPER_WAIT
+
+    def watch():
+        while time.monotonic() < deadline and os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
     tree, problem = _warm_problem()
     k = Kernel(tree, problem.objectives)
     k.judge(np.zeros(tree.n))
@@ -2721,11 +2744,12 @@ def _helped(name):
 
 
 def _await_helper(name):
-    """Before compiling ``name`` (evaluate, when a call to it is typed: HELPER_PART; judge; memetic): while this
-    process's helper runs and has not said it is in its cache, wait (until its deadline); then take its files (the
-    compile loads them), or, where the helper failed, let the compile do the work here."""
+    """Before compiling ``name`` (evaluate, when a call to it is typed: HELPER_PART; judge; memetic): unless this
+    process's cache holds it already, while this process's helper runs and has not said it is in its cache, wait
+    (until its deadline); then take its files (the compile loads them), or, where the helper failed, let the compile
+    do the work here."""
     helper = _helper
-    if helper is None:
+    if helper is None or _current(globals()[name]):
         return
     process, folder, deadline = helper
     marker = os.path.join(folder, f"{name}.ok")
@@ -2735,33 +2759,47 @@ def _await_helper(name):
         _adopt_helped(folder, name)
 
 
+def _current(dispatcher):
+    """Whether this process's cache folder holds an index of the compiled function for this source (numba's own
+    reading of it: an index of an earlier source, left there, does not count)."""
+    try:
+        return bool(dispatcher._cache._cache_file._load_index())
+    except Exception:
+        return False
+
+
 def _adopt_helped(folder, name=None):
-    """Copy the compiled function ``name``'s cache files (its index and data; None: every function's) from the
-    helper's cache ``folder`` into this process's, where this one has no index of it (each under a temporary name,
-    then renamed)."""
+    """Copy the compiled function ``name``'s cache files (its index and data; None: every function of this module
+    the helper compiled) from the helper's cache ``folder`` into this process's, where this one has not compiled or
+    loaded it and its cache holds no index of it for this source (each file under a temporary name, then renamed)."""
     from numba.core.caching import _CacheLocator
+    from numba.core.registry import CPUDispatcher
 
     subpath = _CacheLocator.get_suitable_cache_subpath(__file__)
     source, target = os.path.join(folder, subpath), os.path.join(numba.config.CACHE_DIR, subpath)
-    partial = None
     try:
         there = os.listdir(source)
-        # (numba's names: <module>.<function>-<line>.pyXY.nbi, its data <...>.pyXY.<k>.nbc)
-        indexes = [globals()[name]._cache._cache_file._index_name] if name else [f for f in there if f.endswith(".nbi")]
         os.makedirs(target, exist_ok=True)
-        for index in indexes:
-            base = index[:-len(".nbi")] + "."
-            if os.path.exists(os.path.join(target, index)) or index not in there:
+    except OSError:  # (nothing compiled there, or no folder here: compiled here instead)
+        return
+    functions = [globals()[name]] if name else [f for f in globals().values() if isinstance(f, CPUDispatcher)]
+    for function in functions:
+        partial = None
+        try:
+            # (numba's names: <module>.<function>-<line>.pyXY.nbi, its data <...>.pyXY.<k>.nbc)
+            index = function._cache._cache_file._index_name
+            if index not in there or function.overloads or _current(function):
                 continue
+            base = index[:-len(".nbi")] + "."
             for f in [f for f in there if f.startswith(base) and f.endswith(".nbc")] + [index]:  # (the index last:
                 # what it names is there before it is)
                 partial = os.path.join(target, f".{f}.{os.getpid()}.part")
                 shutil.copyfile(os.path.join(source, f), partial)
                 os.replace(partial, os.path.join(target, f))
                 partial = None
-    except OSError:  # (not there, or not copied: compiled here instead)
-        if partial is not None and os.path.exists(partial):
-            os.remove(partial)
+        except Exception:  # (this one not copied: compiled here when needed)
+            if partial is not None and os.path.exists(partial):
+                os.remove(partial)
 
 
 def _stamp(part):
