@@ -182,11 +182,7 @@ def _background_running():
         process.wait()
     _background = None
     if process.returncode != 0:  # numpy serves this session; the reason is on the console and in the status
-        try:
-            with open(log) as fh:
-                tail = fh.read()[-2000:]
-        except OSError:
-            tail = ""
+        tail = _tail(log)
         if core_ready or os.path.exists(_warm_stamp()):  # the core compiled: only the memetic solver's part failed
             _memetic_error = f"exit code {process.returncode}"
             print(f"Full-Body IK: the memetic solver's compiled part could not be compiled ({_memetic_error}); it "
@@ -265,23 +261,37 @@ def adopt_shipped_cache(shipped=SHIPPED):
     from numba.core.caching import _CacheLocator
 
     target = os.path.join(numba.config.CACHE_DIR, _CacheLocator.get_suitable_cache_subpath(__file__))
-    partial = None
     try:
         os.makedirs(target, exist_ok=True)
-        for name in os.listdir(folder):
-            if not name.endswith((".nbi", ".nbc")):
-                continue
-            partial = os.path.join(target, f".{name}.{os.getpid()}.part")
-            shutil.copyfile(os.path.join(folder, name), partial)
-            os.replace(partial, os.path.join(target, name))
-            partial = None
+        _copy_files(folder, [name for name in os.listdir(folder) if name.endswith((".nbi", ".nbc"))], target)
     except OSError as e:  # a folder that cannot be written, a full disk: compiled on first use instead
-        if partial is not None and os.path.exists(partial):
-            os.remove(partial)
         print(f"Full-Body IK: the shipped compiled core could not be copied to {target} ({e})")
         return False
     _adopted = True
     return True
+
+
+def _copy_files(source, names, target):
+    """Copy the files ``names`` from the folder ``source`` into ``target``, in that order, each under a temporary
+    name and then renamed (a process starting at once never reads half a file); an OSError stops it, no part left."""
+    for name in names:
+        partial = os.path.join(target, f".{name}.{os.getpid()}.part")
+        try:
+            shutil.copyfile(os.path.join(source, name), partial)
+            os.replace(partial, os.path.join(target, name))
+        except OSError:
+            if os.path.exists(partial):
+                os.remove(partial)
+            raise
+
+
+def _tail(log):
+    """The last 2000 characters of the file ``log`` ("" when it cannot be read)."""
+    try:
+        with open(log) as fh:
+            return fh.read()[-2000:]
+    except OSError:
+        return ""
 
 
 def warm_in_background():
@@ -2694,13 +2704,8 @@ def _finish_helper(helper, kill=False):
         process.kill()
         process.wait()
     elif process.returncode != 0:  # (what it had not compiled was compiled here)
-        try:
-            with open(os.path.join(folder, "helper.log")) as fh:
-                tail = fh.read()[-2000:]
-        except OSError:
-            tail = ""
         print(f"Full-Body IK: the compile's helper process failed (exit code {process.returncode}); compiled here "
-              f"instead. Its output:\n{tail}", file=sys.stderr)
+              f"instead. Its output:\n{_tail(os.path.join(folder, 'helper.log'))}", file=sys.stderr)
     else:  # what else it compiled (the functions evaluate and the memetic solver call), for later compiles here
         _adopt_helped(folder)
     _helper = None
@@ -2784,22 +2789,16 @@ def _adopt_helped(folder, name=None):
         return
     functions = [globals()[name]] if name else [f for f in globals().values() if isinstance(f, CPUDispatcher)]
     for function in functions:
-        partial = None
         try:
             # (numba's names: <module>.<function>-<line>.pyXY.nbi, its data <...>.pyXY.<k>.nbc)
             index = function._cache._cache_file._index_name
             if index not in there or function.overloads or _current(function):
                 continue
             base = index[:-len(".nbi")] + "."
-            for f in [f for f in there if f.startswith(base) and f.endswith(".nbc")] + [index]:  # (the index last:
-                # what it names is there before it is)
-                partial = os.path.join(target, f".{f}.{os.getpid()}.part")
-                shutil.copyfile(os.path.join(source, f), partial)
-                os.replace(partial, os.path.join(target, f))
-                partial = None
+            # (the index last: what it names is there before it is)
+            _copy_files(source, [f for f in there if f.startswith(base) and f.endswith(".nbc")] + [index], target)
         except Exception:  # (this one not copied: compiled here when needed)
-            if partial is not None and os.path.exists(partial):
-                os.remove(partial)
+            pass
 
 
 def _stamp(part):
