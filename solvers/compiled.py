@@ -46,9 +46,11 @@ _COVERED_MODELS = (ScalarModel, BallModel, SwingTwistModel, FreeModel, StretchMo
 _COVERED_GOALS = frozenset((Position, Orientation, Pose, LookAt, Displacement, JointValue, Distance))
 
 _enabled = not os.environ.get("FULLBODY_IK_NUMPY")
-# What a cold compile of the core has a helper process compile meanwhile (warm: _start_helper): evaluate and all it
-# calls, typed from judge there; the compile here waits for it where it needs it (njit's typing hook: _await_helper).
-HELPER_PART = frozenset(("evaluate",))
+# What a cold compile of the core has a helper process compile meanwhile (warm: _start_helper), in this order, each
+# with all it calls, for the types this compile calls it with (_helper_signatures): evaluate, the LM step within
+# the limits, a restart's new start; the compile here waits for each where it needs it (njit's typing hook:
+# _await_helper).
+HELPER_PART = ("evaluate", "_constrained_step", "_next_start")
 _helping = bool(os.environ.get("FULLBODY_IK_HELPER_TOKEN"))  # this process is such a helper
 try:
     import numba
@@ -686,12 +688,12 @@ def _goals(gp):
 @njit(cache=True, leaf=True)
 def _copy(dst, src):
     """dst[...] = src for C-contiguous arrays of one size, element by element: numba's array slice assignment
-    compiles its shape-mismatch message (string formatting), some 3 s of a first compile."""
-    d, s = dst.reshape(-1), src.reshape(-1)
-    if d.shape[0] != s.shape[0]:  # (no bounds checks in compiled code: a size that differs would write astray)
+    compiles its shape-mismatch message (string formatting), some 3 s of a first compile. (``.flat`` of a C array
+    is its memory in order; ``reshape(-1)`` called numba's helper, 55 ns a copy against 6: FK copies twice.)"""
+    if dst.size != src.size:  # (no bounds checks in compiled code: a size that differs would write astray)
         raise ValueError("_copy: the arrays' sizes differ")
-    for i in range(s.shape[0]):
-        d[i] = s[i]
+    for i in range(src.size):
+        dst.flat[i] = src.flat[i]
 
 
 @njit(cache=True)
@@ -2032,10 +2034,9 @@ def make_work(tp, gp, max_iterations):
 
 @njit(cache=True, leaf=True)
 def _zero(a):
-    """Every entry of a C-contiguous array set to 0."""
-    flat = a.reshape(-1)
-    for i in range(flat.shape[0]):
-        flat[i] = 0.0
+    """Every entry of a C-contiguous array set to 0 (``.flat``: as _copy)."""
+    for i in range(a.size):
+        a.flat[i] = 0.0
 
 
 @njit(cache=True, entry=True)
@@ -2729,12 +2730,65 @@ def _compile_helper(part):
     threading.Thread(target=watch, daemon=True).start()
     tree, problem = _warm_problem()
     k = Kernel(tree, problem.objectives)
+    for name, signature in _helper_signatures(k).items():  # (HELPER_PART's, in its order)
+        globals()[name].compile(signature)
+        _helped(name)
     k.judge(np.zeros(tree.n))
     _helped("judge")
     if part == "memetic":
         run_memetic(k, problem, np.zeros(tree.n), Budget(None, 1), 0, 8, 2, "lbfgsb", 3, 2,
                     {"exploitation": 0.0, "offspring": 0.0})
         _helped("memetic")
+
+
+class _Reached(Exception):
+    """A function run as Python (_as_python) reached the call it was run for."""
+
+
+def _helper_signatures(k):
+    """{name: the argument types the core's compile calls it with} for HELPER_PART, from warm's search on the kernel
+    k: its entry points run as Python (_as_python) up to each call. Compiling a function with its types, not
+    through the function that calls it, spares compiling what makes its arguments (some 2.5 s for evaluate: _tree,
+    _goals, workspace), which the compile waiting for it compiles itself."""
+    tp, gp = k.arrays()
+    q, found = np.zeros(k.tree.n), {}
+
+    def reached(name):
+        def call(*args):
+            found[name] = tuple(unliteral(numba.typeof(a)) for a in args)
+            raise _Reached
+        return call
+
+    stalled = lambda *args: (3, 1, False, 1.0)  # noqa: E731 (a search stalled at once: restarts_kernel starts anew)
+    runs = {"evaluate": ("judge", (q, tp, gp), {}), "_constrained_step": ("restarts_kernel", (), {}),
+            "_next_start": ("restarts_kernel", (), {"_lm": stalled})}
+    for name in HELPER_PART:
+        entry, args, replaced = runs[name]
+        space = _as_python({"Work": lambda T, lw, kw: SimpleNamespace(T=T, lw=lw, kw=kw), name: reached(name),
+                            **replaced})
+        if entry == "restarts_kernel":  # (as warm's first search calls it)
+            args = (q, np.zeros(1, dtype=np.int64), PARTIAL_RESTARTS, CHUNK, 1, 0, *DEFAULT_SETTINGS,
+                    space["make_work"](tp, gp, CHUNK), gp)
+        try:
+            with np.errstate(all="ignore"):  # (values of no interest: empty memory)
+                space[entry](*args)
+        except _Reached:
+            pass
+    return found
+
+
+def _as_python(replaced):
+    """This module's globals with each compiled function as its Python source (numpy's arrays in numba's place:
+    the same dtypes, dimensions and layouts), calling the others as theirs, and the names in ``replaced`` as given."""
+    from numba.core.registry import CPUDispatcher
+
+    space = dict(globals())
+    for name, value in list(space.items()):
+        if isinstance(value, CPUDispatcher):
+            f = value.py_func
+            space[name] = FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
+    space.update(replaced)
+    return space
 
 
 def _helped(name):

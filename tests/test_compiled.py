@@ -471,7 +471,9 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     """With no NUMBA_CACHE_DIR and a home that cannot be written, the cache goes to the temporary folder and
     a solve runs (numba's own default, beside a read-only package, would fail). That first compile does not compile
     numba's message for a slice assigned from an array of another shape (string formatting: 3 s of the core's 25,
-    for an error the kernels cannot make; compiled._copy assigns instead)."""
+    for an error the kernels cannot make; compiled._copy assigns instead). It compiles HELPER_PART's functions, with no
+    helper, for the types _helper_signatures gives (the entry points run as Python up to each call): a helper's
+    compile of each is the one the core loads."""
     home = tmp_path / "home"
     home.mkdir()
     home.chmod(0o500)
@@ -484,15 +486,20 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
             "    def on_end(self, e): pass\n"
             "event.register('numba:compile', Compiles())\n"
             "print(numba.config.CACHE_DIR); print(compiled.warm() >= 0)\n"
-            "print(len(names), sum('raise_with_shape_context' in n for n in names))")
+            "print(len(names), sum('raise_with_shape_context' in n for n in names))\n"
+            "tree, problem = compiled._warm_problem()\n"
+            "found = compiled._helper_signatures(compiled.Kernel(tree, problem.objectives))\n"
+            "print(list(found) == list(compiled.HELPER_PART) and all(signature in vars(compiled)[name].overloads "
+            "for name, signature in found.items()))")
     try:
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     finally:
         home.chmod(0o700)
     assert out.returncode == 0, out.stderr[-2000:]
-    folder, ok, compiles, shape_messages = out.stdout.split()
+    folder, ok, compiles, shape_messages, typed_alike = out.stdout.split()
     assert ok == "True" and folder.startswith(str(tmp_path)) and os.access(folder, os.W_OK)
     assert int(compiles) > 50 and shape_messages == "0", (compiles, shape_messages)
+    assert typed_alike == "True"
 
 
 HELPED = """
@@ -506,7 +513,8 @@ class Compiles(event.Listener):
     def on_end(self, e): pass
 event.register('numba:compile', Compiles())
 import pickle
-for f in (compiled.evaluate, compiled.judge, compiled.memetic):  # indexes an earlier source left (same names)
+for f in (*map(vars(compiled).get, compiled.HELPER_PART), compiled.judge, compiled.memetic):  # indexes an earlier
+    # source left (the same names)
     cache = f._cache._cache_file
     os.makedirs(os.path.dirname(cache._index_path), exist_ok=True)
     with open(cache._index_path, "wb") as fh:
@@ -533,10 +541,11 @@ print("REPORT" + json.dumps({"seconds": seconds, "compiled_here": names, "kernel
 
 
 def test_a_cold_compile_has_a_helper_process_compile_evaluate_meanwhile(tmp_path):
-    """A cold compile (two cores or more) starts a helper process that compiles judge, evaluate and all it calls,
-    then the memetic solver's entry point, while this one compiles the rest (the solver's loop waits for evaluate
-    there and loads it): none of them is compiled in this process, though the cache held their indexes of an
-    earlier source, both solvers then solve here, and the helper's folder is gone."""
+    """A cold compile (two cores or more) starts a helper process that compiles evaluate, the LM's constrained step
+    and a restart's new start (HELPER_PART) with all they call, then judge and the memetic solver's entry point,
+    while this one compiles the rest (the solver's loop waits for each where it calls it and loads it): none of them
+    is compiled in this process, though the cache held indexes of an earlier source under their names, both solvers
+    then solve here, and the helper's folder is gone."""
     if (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) < 2:
         pytest.skip("one core: no helper")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
@@ -548,11 +557,12 @@ def test_a_cold_compile_has_a_helper_process_compile_evaluate_meanwhile(tmp_path
     r = json.loads(line[0][len("REPORT"):])
     here = set(r["compiled_here"])
     assert "_lm" in here and "restarts_kernel" in here and "make_work" in here  # (a cold compile it was)
-    assert not here & {"evaluate", "fk_into", "generators", "judge", "memetic", "_generation"}, sorted(here)
+    assert not here & {*compiled.HELPER_PART, "fk_into", "generators", "_damped_step", "_restart", "judge", "memetic",
+                       "_generation"}, sorted(here)
     assert r["success"] and r["helper"]
     indexes = {f.split("-")[0] for f in r["kernels"] if f.endswith(".nbi")}  # (what it compiled: in this cache now)
-    assert {"compiled.evaluate", "compiled.judge", "compiled.memetic", "compiled._generation", "compiled.fk_into",
-            "compiled._lm"} <= indexes, sorted(indexes)
+    assert {"compiled.evaluate", "compiled._constrained_step", "compiled._next_start", "compiled.judge",
+            "compiled.memetic", "compiled._generation", "compiled.fk_into", "compiled._lm"} <= indexes, sorted(indexes)
     assert r["helper_folder"] and r["folder_gone"], r["helper_folder"]
     print(f"cold compile of every kernel with the helper: {r['seconds']:.1f} s")
 
