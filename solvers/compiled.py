@@ -46,10 +46,9 @@ _COVERED_MODELS = (ScalarModel, BallModel, SwingTwistModel, FreeModel, StretchMo
 _COVERED_GOALS = frozenset((Position, Orientation, Pose, LookAt, Displacement, JointValue, Distance))
 
 _enabled = not os.environ.get("FULLBODY_IK_NUMPY")
-# What a cold compile of the core has a helper process compile meanwhile (warm: _start_helper), in this order, each
-# with all it calls, for the types this compile calls it with (_helper_signatures): evaluate, the LM step within
-# the limits, a restart's new start; the compile here waits for each where it needs it (njit's typing hook:
-# _await_helper).
+# What a cold compile's helper process may compile meanwhile (warm: _start_helper; _helper_plan), each with all it
+# calls, for the types this compile calls it with (_helper_signatures): evaluate, the LM step within the limits, a
+# restart's new start; the compile here waits for each where it needs it (njit's typing hook: _await_helper).
 HELPER_PART = ("evaluate", "_constrained_step", "_next_start")
 _helping = bool(os.environ.get("FULLBODY_IK_HELPER_TOKEN"))  # this process is such a helper
 try:
@@ -2653,14 +2652,13 @@ def warm(part="memetic"):
 
 
 HELPER_WAIT = 180.0  # seconds: the longest a compile waits for its helper (then it compiles the part itself)
-_helper = None  # the helper compiling HELPER_PART for this process's cold compile: (process, its folder, deadline)
+_helper = None  # the helper of this process's cold compile: (process, its folder, deadline, its plan: _helper_plan)
 
 
 def _start_helper(part):
     """When the core is cold here (no warm stamp, no shipped kernels) and this process may use two cores or more: a
-    process compiling judge, so evaluate and all it calls (HELPER_PART; about a third of the core's compile), then,
-    for ``part`` "memetic", the memetic solver's entry point, while this one compiles the rest (measured:
-    docs/solvers.md). It compiles into a cache folder of its own, a short path in the temporary folder (numba's index
+    process compiling functions of the core and, for ``part`` "memetic", the memetic solver's entry point
+    (_helper_plan), while this one compiles the rest (measured: docs/solvers.md). It compiles into a cache folder of its own, a short path in the temporary folder (numba's index
     of a function written by two processes at once could lose or mismatch an entry); this process copies each
     function's files from there when it is ready (_await_helper). ``FULLBODY_IK_COMPILE_HELPER=0`` turns it off.
     Returns the helper (for _finish_helper) or None."""
@@ -2685,8 +2683,16 @@ def _start_helper(part):
     if process is None:
         shutil.rmtree(folder, ignore_errors=True)
         return None
-    _helper = (process, folder, time.monotonic() + HELPER_WAIT)
+    _helper = (process, folder, time.monotonic() + HELPER_WAIT, _helper_plan(part))
     return _helper
+
+
+def _helper_plan(part):
+    """What the helper of a cold compile of ``part`` compiles, in order: for the core, evaluate, the LM step within
+    the limits, a restart's new start (HELPER_PART: this process waits for each in turn as its LM reaches it, and
+    for one 3 s in all: measured), then judge; for everything, evaluate, judge, then the memetic solver's entry
+    point (some 20 s: this process compiles the rest of the core meanwhile)."""
+    return (*HELPER_PART, "judge") if part == "core" else ("evaluate", "judge", "memetic")
 
 
 def _finish_helper(helper, kill=False):
@@ -2695,7 +2701,7 @@ def _finish_helper(helper, kill=False):
     global _helper
     if helper is None or _helper is not helper:
         return
-    process, folder, deadline = helper
+    process, folder, deadline, _ = helper
     if not kill:
         try:
             process.wait(max(0.0, deadline - time.monotonic()))
@@ -2714,10 +2720,10 @@ def _finish_helper(helper, kill=False):
 
 
 def _compile_helper(part):
-    """The helper's work (in its own process, its own cache folder): judge compiled on warm's problem, evaluate with
-    it (_helped says so as soon as it is in the cache), then, for ``part`` "memetic", the memetic solver's entry point
-    (a generation exploited by L-BFGS-B: no LM). It ends itself at its deadline, or when the compile that started it
-    has ended (its parent gone)."""
+    """The helper's work (in its own process, its own cache folder): _helper_plan(part) compiled in order on warm's
+    problem, each said to be in the cache as soon as it is (_helped); the memetic solver's entry point with a
+    generation exploited by L-BFGS-B (no LM). It ends itself at its deadline, or when the compile that started it has
+    ended (its parent gone)."""
     from .problem import Budget
 
     parent, deadline = os.getppid(), time.monotonic() + HELPER_WAIT
@@ -2730,23 +2736,25 @@ def _compile_helper(part):
     threading.Thread(target=watch, daemon=True).start()
     tree, problem = _warm_problem()
     k = Kernel(tree, problem.objectives)
-    for name, signature in _helper_signatures(k).items():  # (HELPER_PART's, in its order)
-        globals()[name].compile(signature)
+    plan = _helper_plan(part)
+    signatures = _helper_signatures(k, [name for name in plan if name in HELPER_PART])
+    for name in plan:
+        if name in signatures:
+            globals()[name].compile(signatures[name])
+        elif name == "judge":
+            k.judge(np.zeros(tree.n))
+        else:
+            run_memetic(k, problem, np.zeros(tree.n), Budget(None, 1), 0, 8, 2, "lbfgsb", 3, 2,
+                        {"exploitation": 0.0, "offspring": 0.0})
         _helped(name)
-    k.judge(np.zeros(tree.n))
-    _helped("judge")
-    if part == "memetic":
-        run_memetic(k, problem, np.zeros(tree.n), Budget(None, 1), 0, 8, 2, "lbfgsb", 3, 2,
-                    {"exploitation": 0.0, "offspring": 0.0})
-        _helped("memetic")
 
 
 class _Reached(Exception):
     """A function run as Python (_as_python) reached the call it was run for."""
 
 
-def _helper_signatures(k):
-    """{name: the argument types the core's compile calls it with} for HELPER_PART, from warm's search on the kernel
+def _helper_signatures(k, names=HELPER_PART):
+    """{name: the argument types the core's compile calls it with} for ``names`` of HELPER_PART, from warm's search on the kernel
     k: its entry points run as Python (_as_python) up to each call. Compiling a function with its types, not
     through the function that calls it, spares compiling what makes its arguments (some 2.5 s for evaluate: _tree,
     _goals, workspace), which the compile waiting for it compiles itself."""
@@ -2762,7 +2770,7 @@ def _helper_signatures(k):
     stalled = lambda *args: (3, 1, False, 1.0)  # noqa: E731 (a search stalled at once: restarts_kernel starts anew)
     runs = {"evaluate": ("judge", (q, tp, gp), {}), "_constrained_step": ("restarts_kernel", (), {}),
             "_next_start": ("restarts_kernel", (), {"_lm": stalled})}
-    for name in HELPER_PART:
+    for name in names:
         entry, args, replaced = runs[name]
         space = _as_python({"Work": lambda T, lw, kw: SimpleNamespace(T=T, lw=lw, kw=kw), name: reached(name),
                             **replaced})
@@ -2803,14 +2811,14 @@ def _helped(name):
 
 
 def _await_helper(name):
-    """Before compiling ``name`` (evaluate, when a call to it is typed: HELPER_PART; judge; memetic): unless this
-    process's cache holds it already, while this process's helper runs and has not said it is in its cache, wait
-    (until its deadline); then take its files (the compile loads them), or, where the helper failed, let the compile
-    do the work here."""
+    """Before compiling ``name`` (one of HELPER_PART, when a call to it is typed; judge; memetic): where this
+    process's helper compiles it (its plan) and this process's cache does not hold it already, while the helper runs
+    and has not said it is in its cache, wait (until its deadline); then take its files (the compile loads them), or,
+    where the helper failed, let the compile do the work here."""
     helper = _helper
-    if helper is None or _current(globals()[name]):
+    if helper is None or name not in helper[3] or _current(globals()[name]):
         return
-    process, folder, deadline = helper
+    process, folder, deadline, _ = helper
     marker = os.path.join(folder, f"{name}.ok")
     while not os.path.exists(marker) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

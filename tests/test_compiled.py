@@ -523,12 +523,13 @@ for f in (*map(vars(compiled).get, compiled.HELPER_PART), compiled.judge, compil
 started = []
 start_helper = compiled._start_helper
 compiled._start_helper = lambda part: started.append(start_helper(part)) or started[-1]
-seconds = compiled.warm()
+seconds = compiled.warm(sys.argv[2])
 tree = Tree.from_urdf(sys.argv[1], base_link="lbr_iiwa_link_0", tip_links="lbr_iiwa_link_7")
 target = tree.fk(np.full(tree.n, 0.4))["lbr_iiwa_link_7"]
 res = solve(tree, [Pose("lbr_iiwa_link_7", target)], np.zeros(tree.n), time_limit=0.5, rng=1)
-timings = {}
-memetic = solve(tree, [Pose("lbr_iiwa_link_7", target)], None, "memetic", time_limit=1.0, rng=1, timings=timings)
+timings = {"compiled": True}
+memetic = res if sys.argv[2] == "core" else solve(tree, [Pose("lbr_iiwa_link_7", target)], None, "memetic",
+                                                  time_limit=1.0, rng=1, timings=timings)
 folder = compiled.numba.config.CACHE_DIR
 from numba.core.caching import _CacheLocator
 kernels = os.listdir(os.path.join(folder, _CacheLocator.get_suitable_cache_subpath(compiled.__file__)))
@@ -540,47 +541,50 @@ print("REPORT" + json.dumps({"seconds": seconds, "compiled_here": names, "kernel
 """
 
 
-def test_a_cold_compile_has_a_helper_process_compile_evaluate_meanwhile(tmp_path):
-    """A cold compile (two cores or more) starts a helper process that compiles evaluate, the LM's constrained step
-    and a restart's new start (HELPER_PART) with all they call, then judge and the memetic solver's entry point,
-    while this one compiles the rest (the solver's loop waits for each where it calls it and loads it): none of them
-    is compiled in this process, though the cache held indexes of an earlier source under their names, both solvers
-    then solve here, and the helper's folder is gone."""
+@pytest.mark.parametrize("part", ["core", "memetic"])
+def test_a_cold_compile_has_a_helper_process_compile_part_of_it_meanwhile(tmp_path, part):
+    """A cold compile (two cores or more) starts a helper process that compiles its plan (_helper_plan): of the
+    core, evaluate, the LM's constrained step and a restart's new start with all they call, then judge; of
+    everything, evaluate, judge and the memetic solver's entry point; while this one compiles the rest (the solver's
+    loop waits for each where it calls it and loads it). None of them is compiled in this process, though the cache
+    held indexes of an earlier source under their names; the solvers then solve here, and the helper's folder is
+    gone."""
     if (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) < 2:
         pytest.skip("one core: no helper")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("FULLBODY_IK_COMPILE_HELPER", None)
-    out = subprocess.run([sys.executable, "-c", HELPED, os.path.join(helpers.URDF, "kuka_iiwa.urdf")], env=env,
+    out = subprocess.run([sys.executable, "-c", HELPED, os.path.join(helpers.URDF, "kuka_iiwa.urdf"), part], env=env,
                          capture_output=True, text=True, timeout=600)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("REPORT")]
     assert out.returncode == 0 and line, out.stderr[-3000:]
     r = json.loads(line[0][len("REPORT"):])
     here = set(r["compiled_here"])
     assert "_lm" in here and "restarts_kernel" in here and "make_work" in here  # (a cold compile it was)
-    assert not here & {*compiled.HELPER_PART, "fk_into", "generators", "_damped_step", "_restart", "judge", "memetic",
-                       "_generation"}, sorted(here)
+    helped = {*compiled._helper_plan(part), "fk_into", "generators"} | \
+        ({"_damped_step", "_restart"} if part == "core" else {"_generation"})
+    assert not here & helped, sorted(here & helped)
     assert r["success"] and r["helper"]
     indexes = {f.split("-")[0] for f in r["kernels"] if f.endswith(".nbi")}  # (what it compiled: in this cache now)
-    assert {"compiled.evaluate", "compiled._constrained_step", "compiled._next_start", "compiled.judge",
-            "compiled.memetic", "compiled._generation", "compiled.fk_into", "compiled._lm"} <= indexes, sorted(indexes)
+    assert {f"compiled.{name}" for name in helped | {"_lm", "restarts_kernel"}} <= indexes, sorted(indexes)
     assert r["helper_folder"] and r["folder_gone"], r["helper_folder"]
-    print(f"cold compile of every kernel with the helper: {r['seconds']:.1f} s")
+    print(f"cold compile ({part}) with the helper: {r['seconds']:.1f} s")
 
 
 def test_a_compile_waits_for_its_helper_only_while_the_helper_runs(tmp_path, monkeypatch):
     """_await_helper returns when the helper says the function is in its cache, when the helper has ended (it
-    failed: the compile then does the work itself), or at its deadline; with no helper at once."""
+    failed: the compile then does the work itself), or at its deadline; at once with no helper, or for a function
+    not in the helper's plan."""
     monkeypatch.setattr(compiled.numba.config, "CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compiled, "_current", lambda function: False)  # (this process's cache holds it: no wait)
     marker = tmp_path / "helper" / "evaluate.ok"
     marker.parent.mkdir()
 
-    def waited(process, deadline=60.0, marker_after=None):
+    def waited(process, deadline=60.0, marker_after=None, name="evaluate"):
         start = time.monotonic()
-        monkeypatch.setattr(compiled, "_helper", (process, str(marker.parent), start + deadline))
+        monkeypatch.setattr(compiled, "_helper", (process, str(marker.parent), start + deadline, ("evaluate",)))
         if marker_after is not None:
             threading.Timer(marker_after, marker.touch).start()
-        compiled._await_helper("evaluate")
+        compiled._await_helper(name)
         return time.monotonic() - start
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -588,6 +592,7 @@ def test_a_compile_waits_for_its_helper_only_while_the_helper_runs(tmp_path, mon
         assert 0.3 <= waited(sleeper, marker_after=0.3) < 5.0  # told it is there
         marker.unlink()
         assert 0.5 <= waited(sleeper, deadline=0.5) < 5.0  # its deadline
+        assert waited(sleeper, deadline=5.0, name="_next_start") < 0.5  # not in its plan: compiled here at once
     finally:
         sleeper.kill()
         sleeper.wait()
