@@ -2689,10 +2689,11 @@ def _start_helper(part):
 
 def _helper_plan(part):
     """What the helper of a cold compile of ``part`` compiles, in order: for the core, evaluate, the LM step within
-    the limits, a restart's new start (HELPER_PART: this process waits for each in turn as its LM reaches it, and
-    for one 3 s in all: measured), then judge; for everything, evaluate, judge, then the memetic solver's entry
-    point (some 20 s: this process compiles the rest of the core meanwhile)."""
-    return (*HELPER_PART, "judge") if part == "core" else ("evaluate", "judge", "memetic")
+    the limits, a restart's new start (HELPER_PART: this process waits for each in turn as its LM reaches it, about
+    3 s in all: measured), then judge; for everything (Blender's compile in the background, where the core's solvers
+    serve as soon as the core is compiled), the same but judge, which this process compiles, then the memetic
+    solver's entry point (some 25 s)."""
+    return (*HELPER_PART, "judge") if part == "core" else (*HELPER_PART, "memetic")
 
 
 def _finish_helper(helper, kill=False):
