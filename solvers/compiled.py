@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from itertools import chain
 from types import FunctionType, SimpleNamespace
 
@@ -2658,9 +2659,10 @@ _helper = None  # the helper of this process's cold compile: (process, its folde
 def _start_helper(part):
     """When the core is cold here (no warm stamp, no shipped kernels) and this process may use two cores or more: a
     process compiling functions of the core and, for ``part`` "memetic", the memetic solver's entry point
-    (_helper_plan), while this one compiles the rest (measured: docs/solvers.md). It compiles into a cache folder of its own, a short path in the temporary folder (numba's index
-    of a function written by two processes at once could lose or mismatch an entry); this process copies each
-    function's files from there when it is ready (_await_helper). ``FULLBODY_IK_COMPILE_HELPER=0`` turns it off.
+    (_helper_plan), while this one compiles the rest (measured: docs/solvers.md). It compiles into a cache folder
+    of its own, a short path in the temporary folder (numba's index of a function written by two processes at once
+    could lose or mismatch an entry); this process copies each function's files from there when it is ready
+    (_await_helper). ``FULLBODY_IK_COMPILE_HELPER=0`` turns it off.
     Returns the helper (for _finish_helper) or None."""
     global _helper
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -2737,17 +2739,24 @@ def _compile_helper(part):
     threading.Thread(target=watch, daemon=True).start()
     tree, problem = _warm_problem()
     k = Kernel(tree, problem.objectives)
-    plan = _helper_plan(part)
+    plan, failed = _helper_plan(part), False
     signatures = _helper_signatures(k, [name for name in plan if name in HELPER_PART])
     for name in plan:
-        if name in signatures:
-            globals()[name].compile(signatures[name])
-        elif name == "judge":
-            k.judge(np.zeros(tree.n))
-        else:
-            run_memetic(k, problem, np.zeros(tree.n), Budget(None, 1), 0, 8, 2, "lbfgsb", 3, 2,
-                        {"exploitation": 0.0, "offspring": 0.0})
-        _helped(name)
+        try:
+            if name in HELPER_PART:  # (its types not found: none compiled here, the compile waiting does it)
+                if name in signatures:
+                    globals()[name].compile(signatures[name])
+            elif name == "judge":
+                k.judge(np.zeros(tree.n))
+            else:
+                run_memetic(k, problem, np.zeros(tree.n), Budget(None, 1), 0, 8, 2, "lbfgsb", 3, 2,
+                            {"exploitation": 0.0, "offspring": 0.0})
+        except Exception:  # (the rest of the plan still helps; the compile waiting for this one does it itself)
+            traceback.print_exc()
+            failed = True
+        _helped(name)  # (done, or given up: the compile waiting goes on at once)
+    if failed or len(signatures) < len([name for name in plan if name in HELPER_PART]):
+        raise SystemExit("the helper could not compile all of its plan (above): compiled by the compile it helped")
 
 
 class _Reached(Exception):
@@ -2755,10 +2764,11 @@ class _Reached(Exception):
 
 
 def _helper_signatures(k, names=HELPER_PART):
-    """{name: the argument types the core's compile calls it with} for ``names`` of HELPER_PART, from warm's search on the kernel
-    k: its entry points run as Python (_as_python) up to each call. Compiling a function with its types, not
-    through the function that calls it, spares compiling what makes its arguments (some 2.5 s for evaluate: _tree,
-    _goals, workspace), which the compile waiting for it compiles itself."""
+    """{name: the argument types the core's compile calls it with} for ``names`` of HELPER_PART, from warm's first
+    search on the kernel k: restarts_kernel run as Python (_as_python) up to each call. Compiling a function with
+    its types, not through the function that calls it, spares compiling what makes its arguments (some 2.5 s for
+    evaluate: _tree, _goals, workspace), which the compile waiting for it compiles itself. A name missing from the
+    answer was not reached (its traceback printed)."""
     tp, gp = k.arrays()
     q, found = np.zeros(k.tree.n), {}
 
@@ -2769,20 +2779,17 @@ def _helper_signatures(k, names=HELPER_PART):
         return call
 
     stalled = lambda *args: (3, 1, False, 1.0)  # noqa: E731 (a search stalled at once: restarts_kernel starts anew)
-    runs = {"evaluate": ("judge", (q, tp, gp), {}), "_constrained_step": ("restarts_kernel", (), {}),
-            "_next_start": ("restarts_kernel", (), {"_lm": stalled})}
-    for name in names:
-        entry, args, replaced = runs[name]
+    for name in names:  # (each as warm's first search reaches it: _lm's own calls, a new start after a stall)
         space = _as_python({"Work": lambda T, lw, kw: SimpleNamespace(T=T, lw=lw, kw=kw), name: reached(name),
-                            **replaced})
-        if entry == "restarts_kernel":  # (as warm's first search calls it)
-            args = (q, np.zeros(1, dtype=np.int64), PARTIAL_RESTARTS, CHUNK, 1, 0, *DEFAULT_SETTINGS,
-                    space["make_work"](tp, gp, CHUNK), gp)
+                            **({"_lm": stalled} if name == "_next_start" else {})})
         try:
             with np.errstate(all="ignore"):  # (values of no interest: empty memory)
-                space[entry](*args)
+                space["restarts_kernel"](q, np.zeros(1, dtype=np.int64), PARTIAL_RESTARTS, CHUNK, 1, -1,
+                                         *DEFAULT_SETTINGS, space["make_work"](tp, gp, CHUNK), gp)
         except _Reached:
             pass
+        except Exception:  # (not found: the compile that would wait for it compiles it itself)
+            traceback.print_exc()
     return found
 
 
@@ -2794,8 +2801,9 @@ def _as_python(replaced):
     space = dict(globals())
     for name, value in list(space.items()):
         if isinstance(value, CPUDispatcher):
-            f = value.py_func
-            space[name] = FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
+            f = value.py_func  # (one of another module, _jl_coefficient's, as it is: it calls none of ours)
+            space[name] = f if f.__globals__ is not globals() else \
+                FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
     space.update(replaced)
     return space
 

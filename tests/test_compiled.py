@@ -472,8 +472,8 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
     a solve runs (numba's own default, beside a read-only package, would fail). That first compile does not compile
     numba's message for a slice assigned from an array of another shape (string formatting: 3 s of the core's 25,
     for an error the kernels cannot make; compiled._copy assigns instead). It compiles HELPER_PART's functions, with no
-    helper, for the types _helper_signatures gives (the entry points run as Python up to each call): a helper's
-    compile of each is the one the core loads."""
+    helper, first (as the core reaches them) for the types _helper_signatures gives (the entry points run as Python
+    up to each call): a helper's compile of each is the one the core loads."""
     home = tmp_path / "home"
     home.mkdir()
     home.chmod(0o500)
@@ -489,8 +489,8 @@ def test_the_compile_cache_goes_to_a_writable_folder(tmp_path):
             "print(len(names), sum('raise_with_shape_context' in n for n in names))\n"
             "tree, problem = compiled._warm_problem()\n"
             "found = compiled._helper_signatures(compiled.Kernel(tree, problem.objectives))\n"
-            "print(list(found) == list(compiled.HELPER_PART) and all(signature in vars(compiled)[name].overloads "
-            "for name, signature in found.items()))")
+            "print(list(found) == list(compiled.HELPER_PART) and all(next(iter(vars(compiled)[name].overloads)) == "
+            "signature for name, signature in found.items()))")
     try:
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     finally:
@@ -568,6 +568,23 @@ def test_a_cold_compile_has_a_helper_process_compile_part_of_it_meanwhile(tmp_pa
     assert {f"compiled.{name}" for name in helped | {"_lm", "restarts_kernel"}} <= indexes, sorted(indexes)
     assert r["helper_folder"] and r["folder_gone"], r["helper_folder"]
     print(f"cold compile ({part}) with the helper: {r['seconds']:.1f} s")
+
+
+def test_a_helper_that_cannot_compile_part_of_its_plan_goes_on_and_says_so(tmp_path):
+    """A helper whose run as Python does not reach a function of its plan (its types unknown) compiles the rest,
+    marks every name done (the compile waiting for the missing one compiles it itself at once) and ends with an error
+    naming it, so the compile it helps prints its output."""
+    compiled.prepare("core")
+    shutil.copytree(compiled.numba.config.CACHE_DIR, tmp_path / "cache")  # (loaded, not compiled again)
+    code = ("from fullbody_ik.solvers import compiled\n"
+            "found = compiled._helper_signatures\n"
+            "compiled._helper_signatures = lambda k, names: {n: s for n, s in found(k, names).items()\n"
+            "                                                if n != '_constrained_step'}\n"
+            "compiled._compile_helper('core')\n")
+    env = dict(os.environ, FULLBODY_IK_HELPER_TOKEN="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "could not compile all of its plan" in out.stderr, out.stderr[-2000:]
+    assert all((tmp_path / "cache" / f"{name}.ok").exists() for name in compiled._helper_plan("core"))
 
 
 def test_a_compile_waits_for_its_helper_only_while_the_helper_runs(tmp_path, monkeypatch):
