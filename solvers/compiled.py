@@ -2743,9 +2743,8 @@ def _compile_helper(part):
     signatures = _helper_signatures(k, [name for name in plan if name in HELPER_PART])
     for name in plan:
         try:
-            if name in HELPER_PART:  # (its types not found: none compiled here, the compile waiting does it)
-                if name in signatures:
-                    globals()[name].compile(signatures[name])
+            if name in HELPER_PART:  # (its types not found, a KeyError: the compile waiting for it does it)
+                globals()[name].compile(signatures[name])
             elif name == "judge":
                 k.judge(np.zeros(tree.n))
             else:
@@ -2755,7 +2754,7 @@ def _compile_helper(part):
             traceback.print_exc()
             failed = True
         _helped(name)  # (done, or given up: the compile waiting goes on at once)
-    if failed or len(signatures) < len([name for name in plan if name in HELPER_PART]):
+    if failed:
         raise SystemExit("the helper could not compile all of its plan (above): compiled by the compile it helped")
 
 
