@@ -111,6 +111,10 @@ class BakeReport:
             return np.zeros(len(self.frames), dtype=bool)
         return np.any(~(self.errors <= limit), axis=1)  # NaN errors count as missed
 
+    def short_frames(self):
+        """The frames on which the solve left a goal beyond its own tolerance (within the verdict's or not)."""
+        return [int(f) for f, met in zip(self.frames, self.success) if not met]
+
     @property
     def ok(self):
         return not self.missed().any()
@@ -127,6 +131,7 @@ class BakeReport:
             text += f" (frames {frame_ranges(frames)})"
         return {"ok": not frames, "max_error": _finite_or_none(self.max_error),
                 "max_angle_deg": _finite_or_none(np.degrees(self.max_angle)), "missed_frames": frames,
+                "short_frames": self.short_frames(),
                 "text": text}
 
     def summary(self):
@@ -172,7 +177,8 @@ class BakeReport:
                  + (f", backup {self.backup_action!r}" if self.backup_action else ""),
                  f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
                  + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
-                 f"  frames with every goal within its tolerance: {s['solved_frames']}/{s['frames']}",
+                 f"  frames with every goal within its tolerance: {s['solved_frames']}/{s['frames']}"
+                 + (f" (the others: {frame_ranges(self.short_frames())})" if s['solved_frames'] < s['frames'] else ""),
                  f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict()['text']}",
                  f"  limit violations: {s['violations']}",
                  f"  time: {s['ms_per_frame']:.2f} ms per frame ({s['solve_ms_per_frame']:.2f} ms solving), "
@@ -370,6 +376,7 @@ class Baker:
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
+        self.short = []  # per frame, per report column: its goal left beyond its own tolerance by the solve
         self.objectives, self.scales = [], []  # per frame, to judge the baked result as Blender shows it
         self.bases = []  # per frame read, the solved bones' bases as the action poses them (a missed bake's hints
         # rebuild each frame's tree from them: _frame_tree)
@@ -466,6 +473,7 @@ class Baker:
         self.Q.append(res.q)
         self.errors.append(self._row(res.errors, res.details, self.scales[len(self.Q) - 1]))
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
+        self.short.append([not res.satisfied[i] for i, _ in self.columns])
         self.solve_ms.append(solve_ms)
         self.frame_ms.append(read_ms + solve_ms)
 
@@ -674,9 +682,10 @@ class Baker:
                                 for name, (f, off) in self.scaled.items()],
                             self.options.max_error, self.options.angle_threshold(),
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
-        if report.missed().any():
+        short = np.array(self.short, dtype=bool).reshape(report.errors.shape)
+        if report.missed().any() or short.any():  # (why, also for goals short of their own tolerance only)
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
-            missed = ~(report.errors <= limit)
+            missed = ~(report.errors <= limit) | short
             report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
                                        [self._anchors(k) for k in range(len(self.frames))], missed)
             # (the frames the solve itself left short: not those only Blender's pose misses, for what the solve

@@ -12,7 +12,8 @@ bpy = pytest.importorskip("bpy")
 
 import fullbody_ik  # noqa: E402
 from fullbody_ik.rig import RigError  # noqa: E402
-from fullbody_ik.rig.bake import REPORT_PROPERTY, REPORT_TEXT, BakeOptions, Baker, simplify  # noqa: E402
+from fullbody_ik.rig.bake import (REPORT_PROPERTY, REPORT_TEXT, BakeOptions, Baker, frame_ranges,  # noqa: E402
+                                  simplify)
 
 FRAMES = (1, 24)
 
@@ -188,6 +189,33 @@ def test_a_missed_goal_out_of_reach_is_told_why(scene):
     assert "further from 'b0'" in reach and abs(int(reach.split("up to ")[1].split(" mm")[0]) - beyond * 1e3) < 1
     assert "Free Root is off" in root
     assert "why goals were missed" in report.text() and report.to_dict()["hints"] == report.hints
+
+
+def test_goals_short_of_their_tolerance_within_the_verdict_are_told_why(scene):
+    """A target 4 mm beyond the arm's reach: within the verdict's 1 cm (the bake is OK), but short of the goal's
+    own 0.1 mm tolerance; the report names those frames and says why (out of reach, the root fixed), as for a
+    miss."""
+    obj, target = scene
+    reach = 1.0 + math.sqrt(1.01) + math.sqrt(0.65)  # the bones' lengths, from b0's head
+    z = math.sqrt((reach + 0.004) ** 2 - 0.8 ** 2)
+    fc = target.animation_data.action.layers[0].strips[0].channelbag(target.animation_data.action_slot).fcurves.find(
+        "location", index=2)
+    for k in fc.keyframe_points:
+        if k.co[0] >= 13:
+            k.co[1] = k.handle_left[1] = k.handle_right[1] = z
+    fc.update()
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    short = report.short_frames()
+    assert report.ok and not report.missed().any() and short and min(short) >= 8
+    assert report.verdict()["short_frames"] == short == [int(f) for f, s in zip(report.frames, report.success)
+                                                         if not s]
+    assert len(report.hints) == 2, report.hints
+    assert report.hints[0].startswith(f"position b2 tail: its target was out of reach on {len(short)} of the "
+                                      f"{len(short)} frames it missed"), report.hints
+    assert 3.0 < float(report.hints[0].split("up to ")[1].split(" mm")[0]) <= 4.0 + 1e-6
+    assert "Free Root is off" in report.hints[1]
+    text = report.text()
+    assert f"(the others: {frame_ranges(short)})" in text and "verdict: OK" in text and "why goals were missed" in text
 
 
 def test_a_bake_held_back_by_ik_limits_names_the_bones(scene):
