@@ -1776,15 +1776,39 @@ def _step_into(q, t, dq, T, out):
     _project_into(out, T, out)
 
 
+_entry_points = {}  # dispatcher -> its compiled function's own entry point, for the arguments' types _direct had
+
+
+def _direct(dispatcher, *args):
+    """dispatcher(*args), past numba's typing of each argument once the dispatcher has run for their types: the
+    entry point of the compiled function it ran. Typing the Work alone is a call into Python (1.2 us of a Table I
+    solve's 45). Only for calls whose arguments' types are the same on every call, as search's are (its arrays made
+    by it and by Kernel with their dtypes, dimensions and layouts; scalars are converted by value); a function
+    that is not numba's is called as it is."""
+    entry = _entry_points.get(dispatcher)
+    if entry is not None:
+        return entry(*args)
+    out = dispatcher(*args)
+    overloads = getattr(dispatcher, "overloads", None)
+    if overloads is not None:
+        ran = overloads.get(tuple(dispatcher.typeof_pyval(a) for a in args))
+        if ran is not None:
+            _entry_points[dispatcher] = ran.entry_point
+    return out
+
+
 def lm_kernel(q, max_iterations, stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol,
               backtracks, work, gp):
     """One _lm search from Python (the memetic solver's exploitation, tests; solve's LM goes through search), with
     the Kernel's work (Kernel.work) and goals packed: restarts_kernel allowed no new start
     (one entry point compiled, not two: each compiles _lm and all it calls anew, 2 s). Returns (q, status: an index
     of MESSAGES, iterations, every goal met, E, each goal's error and angle at q (G, 2))."""
-    out = restarts_kernel(q, np.zeros(1, dtype=np.int64), 0, max_iterations, 0, -1, stall, stall_ratio, damping_bias,
-                          damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp)
-    return out[0], out[8], out[6], out[2], out[3], out[4]
+    q = np.array(q, dtype=np.float64)  # (a copy written into: the caller's left as it is)
+    errors = np.empty((gp[0].shape[0] // _GOAL_FLOATS, 2))
+    met, E, _, iterations, _, status = restarts_kernel(q, np.zeros(1, dtype=np.int64), 0, max_iterations, 0, -1, stall,
+                                                       stall_ratio, damping_bias, damping_scale, damping_start,
+                                                       step_tol, residual_tol, backtracks, work, gp, q.copy(), errors)
+    return q, status, iterations, met, E, errors
 
 
 @njit(cache=True)
@@ -2041,15 +2065,16 @@ def _zero(a):
 
 @njit(cache=True, entry=True)
 def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stall, stall_ratio, damping_bias,
-                    damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp):
+                    damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp, best_out, errors_out):
     """_lm from q, then restarted from random feasible configurations (_random_into, numba's generator seeded
     with ``seed`` at the first draw when it is >= 0) in turn (_next_start; each search given up when it stalls),
     until one meets every goal, max_iterations run out, or ``max_starts`` new starts were made (< 0: no limit).
     in_a_row (1,) counts the partial restarts in a row, across calls; work: the tree's Work (Kernel.work), its work
-    spaces made anew when they do not fit the goals gp (_fits). Returns (the search's q when the iterations
-    ran out (to go on from; the next search's start when the last one ended with them) or the last answer, the
-    best q, its (met, E, errors (G, 2)), new starts made, iterations, whether the iterations ran out, the last
-    search's status (an index of MESSAGES))."""
+    spaces made anew when they do not fit the goals gp (_fits). Writes the best q into best_out (n,), its errors
+    into errors_out (G, 2), and into q the search's q when the iterations ran out (to go on from; the next
+    search's start when the last one ended with them), else the last answer. Returns (the best q's met, E, new starts
+    made, iterations, whether the iterations ran out, the last search's status (an index of MESSAGES)): scalars,
+    the arrays the caller's (each array returned to Python cost 1 us, numba unpickling its type there)."""
     T, G = work.T, _goals(gp)
     n, goals = q.shape[0], G[1].shape[0]
     if not _fits(work.lw, G, max_iterations):
@@ -2074,19 +2099,22 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
             _copy(best_q, q_end)
             _copy(best_errors, errors)
             best_met, best_E = met, E
-        if met:
-            return q_end.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, False, status
-        if status == 1:  # the search itself ran out: the next call goes on with it
-            return q_end.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, True, status
-        if 0 <= max_starts <= used:
-            return q_end.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, False, status
+        if met or status == 1 or 0 <= max_starts <= used:  # (status 1: the search itself ran out, the next call
+            # goes on with it)
+            _copy(q, q_end)
+            _copy(best_out, best_q)
+            _copy(errors_out, best_errors)
+            return best_met, best_E, used, total, status == 1 and not met, status
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
         _random_into(draw, T)
         _next_start(q_end, draw, stuck, in_a_row, partial, T, G, free, start)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
-            return start.copy(), best_q.copy(), best_met, best_E, best_errors.copy(), used, total, True, status
+            _copy(q, start)
+            _copy(best_out, best_q)
+            _copy(errors_out, best_errors)
+            return best_met, best_E, used, total, True, status
 
 
 @njit(cache=True, entry=True)
@@ -2161,8 +2189,9 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     the first answer that meets every goal, else the best."""
     work, gp = k.work(), k._gp
     tree = k.tree
-    q = np.ascontiguousarray(q, dtype=float)
+    q = np.array(q, dtype=np.float64)  # (a copy: the kernel writes into it where to go on from)
     in_a_row = np.zeros(1, dtype=np.int64)
+    goals = len(k._checks)
     limited = max_restarts < 10**9
     best_q, best_key, count, status = q, (True, np.inf), 0, None  # (status: the last kernel's; None: none ran)
     stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks = lm_settings
@@ -2172,9 +2201,11 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
         if left <= 0:
             break
         start = now
-        q, found, met, E, errors, used, iterations, ran_out, status = restarts_kernel(
-            q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall, stall_ratio,
-            damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp)
+        found, errors = np.empty(tree.n), np.empty((goals, 2))
+        met, E, used, iterations, ran_out, status = _direct(
+            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall,
+            stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp, found,
+            errors)
         now = time.perf_counter()
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
             per = (now - start) / iterations
@@ -2555,7 +2586,7 @@ def run_memetic(k, problem, q0, budget, rng, population, elites, exploit, exploi
         if exploit == "lm":  # each elite's LM iterations (lm_kernel), while the time lasts
             for e in range(E):
                 elites_space[e] = X[e] if budget.past_deadline() else \
-                    lm_kernel(X[e].copy(), exploit_iterations, 0, 1.0, bias, 1.0, DAMPING_START, 1e-12, 1e-12, 8,
+                    lm_kernel(X[e], exploit_iterations, 0, 1.0, bias, 1.0, DAMPING_START, 1e-12, 1e-12, 8,
                               work, gp)[0]
             X_new = elites_space
         else:  # scipy's L-BFGS-B, the elites in lockstep, on the compiled fitness and gradient
@@ -2784,7 +2815,8 @@ def _helper_signatures(k, names=HELPER_PART):
         try:
             with np.errstate(all="ignore"):  # (values of no interest: empty memory)
                 space["restarts_kernel"](q, np.zeros(1, dtype=np.int64), PARTIAL_RESTARTS, CHUNK, 1, -1,
-                                         *DEFAULT_SETTINGS, space["make_work"](tp, gp, CHUNK), gp)
+                                         *DEFAULT_SETTINGS, space["make_work"](tp, gp, CHUNK), gp, q.copy(),
+                                         np.zeros((len(k._checks), 2)))
         except _Reached:
             pass
         except Exception:  # (not found: the compile that would wait for it compiles it itself)

@@ -745,6 +745,51 @@ def test_a_seed_the_kernel_never_sees_is_still_projected(restarts):
         assert tree.is_feasible(res.q, tol=1e-9) and np.all(np.isfinite(res.q))
 
 
+def test_search_calls_the_kernel_past_numbas_dispatcher_with_the_types_it_compiled_for(monkeypatch):
+    """search calls restarts_kernel through _direct: past the dispatcher's typing of each argument, at the entry point
+    of the overload the dispatcher ran for the first call's types. That is right only while every call's arguments
+    have those same types: on random bone trees and an arm, with every goal kind, seeds of other dtypes, read-only,
+    as lists, with and without restarts and limits of iterations and time, every call's types are the first's, and
+    the entry point is that overload's. A seed in float32 or a list gives the float64 seed's answer."""
+    from numba import typeof
+
+    seen, direct = set(), compiled._direct
+
+    def typed(dispatcher, *args):
+        if dispatcher is compiled.restarts_kernel:
+            seen.add(tuple(typeof(a) for a in args))
+        return direct(dispatcher, *args)
+
+    monkeypatch.setattr(compiled, "_direct", typed)
+    rng, trees = _bone_trees(5, 6)
+    arm, tip = _robot(*ROBOTS[0]), ROBOTS[0][2]
+    cases = [(tree, _every_goal(tree, rng)) for tree in trees] + [(arm, [Pose(tip, arm.fk(np.full(arm.n, 0.4))[tip])])]
+    for tree, goals in cases:
+        seed = tree.random_configurations(rng, 1)[0]
+        frozen = seed.copy()
+        frozen.flags.writeable = False
+        for q, options in ((seed, {"max_iterations": 30}), (frozen, {"time_limit": 0.002}),
+                           (seed.astype(np.float32), {"max_iterations": 40, "restarts": 3, "rng": 2}),
+                           (seed.tolist(), {"max_iterations": 40, "restarts": 3, "rng": 2})):
+            res = solve(tree, goals, q, **options)
+            assert np.isfinite(res.q).all() and res.q.dtype == np.float64
+        a, b = (solve(tree, goals, q, max_iterations=40, restarts=3, rng=2)
+                for q in (seed.astype(np.float32).astype(np.float64), seed.astype(np.float32)))
+        assert np.array_equal(a.q, b.q) and a.message == b.message
+    assert len(seen) == 1, seen
+    (types,) = seen
+    assert compiled._entry_points[compiled.restarts_kernel] is compiled.restarts_kernel.overloads[types].entry_point
+
+
+def _restarts(q, *args):
+    """restarts_kernel from a copy of q, its arrays made: (q to go on from, the best q, met, E, errors, new starts,
+    iterations, ran out, status)."""
+    q, gp = q.copy(), args[-1]
+    best, errors = np.empty_like(q), np.empty((gp[0].shape[0] // compiled._GOAL_FLOATS, 2))
+    met, E, used, total, ran_out, status = compiled.restarts_kernel(q, *args, best, errors)
+    return q, best, met, E, errors, used, total, ran_out, status
+
+
 def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     """A kernel call's iterations (a chunk of the budget) can run out just as its search ends, stalled: the next call
     begins the next search (a start counted, its configuration returned to go on from), not the stalled one again."""
@@ -756,8 +801,8 @@ def test_a_search_that_ends_with_a_calls_iterations_is_restarted_not_resumed():
     q_end, status, its = compiled.lm_kernel(q0.copy(), 500, 5, 0.99, 1e-3, 1.0, 1.0, 1e-12, 1e-12, 8, work, gp)[:3]
     assert status == 3 and its < 500  # stalled
     for budget, starts in ((its, 1), (its + 1, 1)):  # ending with the search, and one iteration into the next
-        out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 0.99, 1e-3,
-                                       1.0, 1.0, 1e-12, 1e-12, 8, work, gp)
+        out = _restarts(q0.copy(), np.zeros(1, dtype=np.int64), 10, budget, -1, 0, 5, 0.99, 1e-3,
+                          1.0, 1.0, 1e-12, 1e-12, 8, work, gp)
         assert out[5] == starts and out[6] == budget and out[7]  # a start made, the iterations used, ran out
         assert not np.allclose(out[0], q_end)  # the next search's configuration, not the stalled answer
         assert np.allclose(out[1], q_end)  # the best answer so far: the first search's
@@ -782,14 +827,14 @@ def test_a_search_restarted_within_a_kernel_call_is_the_search_from_its_start(wh
     q0 = np.full(tree.n, 0.1)
     status, its = compiled.lm_kernel(q0.copy(), 500, *settings, work, gp)[1:3]
     assert status == 3  # stalled
-    out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its, -1, 7, *settings, work, gp)
+    out = _restarts(q0.copy(), np.zeros(1, dtype=np.int64), 10, its, -1, 7, *settings, work, gp)
     assert out[5] == 1 and out[7]  # the call ended with the first search: its result, the second's start
     start = out[0]
     its2 = compiled.lm_kernel(start.copy(), 500, *settings, work, gp)[2]
     assert its2 >= 2
     alone = compiled.lm_kernel(start.copy(), its2 - 1, *settings, work, gp)[0]
-    out = compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, its + its2 - 1, -1, 7, *settings,
-                                   work, gp)
+    out = _restarts(q0.copy(), np.zeros(1, dtype=np.int64), 10, its + its2 - 1, -1, 7, *settings,
+                     work, gp)
     assert out[5] == 1 and out[7] and out[8] == 1  # the second search ran out of the call's iterations
     assert np.array_equal(out[0], alone)
 
@@ -817,8 +862,8 @@ def test_a_kept_work_space_gives_what_a_fresh_one_gives():
         assert k.work() is kept  # (one per tree and thread, whatever the goals)
         tp, gp = k.arrays()
         fresh = compiled.make_work(tp, gp, iterations)
-        a, b = (compiled.restarts_kernel(q0.copy(), np.zeros(1, dtype=np.int64), 10, iterations, 3, 5, *settings, w,
-                                         gp) for w in (kept, fresh))
+        a, b = (_restarts(q0.copy(), np.zeros(1, dtype=np.int64), 10, iterations, 3, 5, *settings, w,
+                           gp) for w in (kept, fresh))
         for x, y in zip(a, b):
             assert np.array_equal(x, y), goals
         if type(goals[0]) is Position:
