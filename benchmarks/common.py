@@ -13,6 +13,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 URDF = os.path.join(ROOT, "data", "urdf")
 
 
+WARM_SECONDS = 0.2  # a core kept busy this long before a timed turn (warm_cpu)
+
+
+def warm_cpu(seconds=WARM_SECONDS):
+    """Keep this process's core busy for ``seconds``, untimed, before a timed turn. A core that slept through the
+    other side's turn ran a whole chunk slower: kuka_iiwa's 100 targets after 1 s asleep, median 88 us a solve
+    against 50 awake (0.2 s of this first: 55). Interleaved, the side that waits longer (ours: ikpy takes a second
+    a chunk) would pay it; both sides warm before each turn (table1, peers.py --serve)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def prepare_compiled():
     """Compile (or load from the cache) every kernel before anything is timed: that is a first use's cost, once per
     machine, not a solve's or a frame's (else a run's first case counts it: the foot placement benchmark's first

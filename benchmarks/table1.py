@@ -18,7 +18,7 @@ import numpy as np
 from fullbody_ik.solvers import Pose, Tree
 
 from .budgets import plot_curves, run_method, summarize
-from .common import RESULTS, ROOT, URDF, prepare_compiled, table, write
+from .common import RESULTS, ROOT, URDF, prepare_compiled, table, warm_cpu, write
 
 ARMS = [
     ("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"),
@@ -86,6 +86,7 @@ def interleaved(tree, tip, targets, seeds, name, methods, budget, peers, chunk):
         stop = min(start + chunk, len(targets))
 
         def ours():
+            warm_cpu()
             for m in methods:
                 runs.setdefault(m, []).append(solve_batch(tree, tip, targets[start:stop], seeds[start:stop], m,
                                                           budget, start))
