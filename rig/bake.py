@@ -69,6 +69,12 @@ def frame_ranges(frames):
     return ", ".join(out)
 
 
+def _at_most(ranges, count=12):
+    """frame_ranges' text cut after ``count`` ranges, the rest counted."""
+    parts = ranges.split(", ")
+    return ranges if len(parts) <= count else ", ".join(parts[:count]) + f" and {len(parts) - count} more"
+
+
 @dataclass
 class BakeReport:
     armature: str
@@ -178,7 +184,8 @@ class BakeReport:
                  f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
                  + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
                  f"  frames with every goal within its tolerance: {s['solved_frames']}/{s['frames']}"
-                 + (f" (the others: {frame_ranges(self.short_frames())})" if s['solved_frames'] < s['frames'] else ""),
+                 + (f" (the others: {_at_most(frame_ranges(self.short_frames()))})"
+                    if s['solved_frames'] < s['frames'] else ""),
                  f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict()['text']}",
                  f"  limit violations: {s['violations']}",
                  f"  time: {s['ms_per_frame']:.2f} ms per frame ({s['solve_ms_per_frame']:.2f} ms solving), "
@@ -196,7 +203,7 @@ class BakeReport:
             lines.append(f"  the pose Blender shows differs from the solved one by up to {length * 1e3:.3f} mm, "
                          f"{np.degrees(angle):.3f} deg (errors above and the verdict are Blender's)")
         if self.hints:
-            lines.append("  why goals were missed:")
+            lines.append("  why goals were missed:" if not self.ok else "  why goals fell short of their tolerance:")
             lines += [f"    {h}" for h in self.hints]
         if self.warnings:
             lines.append("  what the solve does not model (the pose Blender shows may differ from the solved one):")
@@ -473,9 +480,18 @@ class Baker:
         self.Q.append(res.q)
         self.errors.append(self._row(res.errors, res.details, self.scales[len(self.Q) - 1]))
         self.success.append(all(res.satisfied[i] for i in self.goal_index))
-        self.short.append([not res.satisfied[i] for i, _ in self.columns])
+        self.short.append([self._short(res, i, field) for i, field in self.columns])
         self.solve_ms.append(solve_ms)
         self.frame_ms.append(read_ms + solve_ms)
+
+    def _short(self, res, i, field):
+        """Whether the answer left report column (i, field) beyond its tolerance: a Pose's position and angle apart
+        (its ``satisfied`` is both), any other goal as it is satisfied."""
+        goal = self.objectives[len(self.Q) - 1][i]
+        if type(goal) is not Pose:
+            return not res.satisfied[i]
+        part = goal.position if field == "error" else goal.orientation
+        return not res.details[i][field] <= part.tolerance
 
     def _row(self, errors, details, scale):
         """One frame's report columns from per-objective errors and details (lengths to world units)."""

@@ -2189,7 +2189,8 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     the first answer that meets every goal, else the best."""
     work, gp = k.work(), k._gp
     tree = k.tree
-    q = np.array(q, dtype=np.float64)  # (a copy: the kernel writes into it where to go on from)
+    q = np.array(q, dtype=np.float64).reshape(-1)  # (a copy: the kernel writes into it where to go on from; flat,
+    # as _direct's entry point reads it)
     in_a_row = np.zeros(1, dtype=np.int64)
     goals = len(k._checks)
     limited = max_restarts < 10**9
@@ -2203,9 +2204,9 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
         start = now
         found, errors = np.empty(tree.n), np.empty((goals, 2))
         met, E, used, iterations, ran_out, status = _direct(
-            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed, stall,
-            stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, work, gp, found,
-            errors)
+            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, int(left), max_restarts - count if limited else -1, seed,
+            stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, work,
+            gp, found, errors)
         now = time.perf_counter()
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
             per = (now - start) / iterations
