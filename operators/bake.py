@@ -70,10 +70,13 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
             self.report({"ERROR"}, f"Bake failed: {report.verdict()['text']}{err}; the result is kept in action "
                                    f"{report.action!r} for inspection (report: Text Editor, {REPORT_TEXT!r})")
             return
-        level = {"INFO"} if s["solved_frames"] == s["frames"] else {"WARNING"}
+        short = report.short_frames()
+        level = {"WARNING"} if short else {"INFO"}
         self.report(level, f"Baked {s['frames']} frames into {report.action!r}: {s['solved_frames']} with every "
-                           f"goal met{err}, {report.keys} keys, {s['ms_per_frame']:.1f} ms per frame "
-                           f"(report: Text Editor, {REPORT_TEXT!r})")
+                           f"goal met{err}, {report.keys} keys, {s['ms_per_frame']:.1f} ms per frame"
+                           + (f"; {report.verdict()['text']}, but frames {report.short_text()} short of a goal's "
+                              "own tolerance" if short else "")
+                           + f" (report: Text Editor, {REPORT_TEXT!r})")
 
     def execute(self, context):
         baker = self._start(context)

@@ -121,6 +121,10 @@ class BakeReport:
         """The frames on which the solve left a goal beyond its own tolerance (within the verdict's or not)."""
         return [int(f) for f, met in zip(self.frames, self.success) if not met]
 
+    def short_text(self):
+        """short_frames as ranges, cut after 12 of them ('2-8, 80-83, ... and 5 more')."""
+        return _at_most(frame_ranges(self.short_frames()))
+
     @property
     def ok(self):
         return not self.missed().any()
@@ -184,7 +188,7 @@ class BakeReport:
                  f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
                  + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
                  f"  frames with every goal within its tolerance: {s['solved_frames']}/{s['frames']}"
-                 + (f" (the others: {_at_most(frame_ranges(self.short_frames()))})"
+                 + (f" (the others: {self.short_text()})"
                     if s['solved_frames'] < s['frames'] else ""),
                  f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict()['text']}",
                  f"  limit violations: {s['violations']}",
@@ -775,6 +779,8 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         position = _position_part(frames[rows[0]][i])
         if position is None:
             continue
+        # (its tolerance in world units, per frame: a target beyond reach by less can be met within it)
+        tolerance = np.array([_position_part(frames[k][i]).tolerance * scales[k] for k in rows])
         link = tree.link(position.link)
         chain = np.flatnonzero(tree.ancestors[link])
         if not len(chain):
@@ -783,13 +789,13 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         if not tree._rotational[chain].all():  # (a variable of the chain translates: its reach is not a length,
             # but from another goal's point above it, held by its own goal, it may be)
             pair = _pair_reach(tree, frames, rows, i, position, link, anchors, scales)
-            if pair is not None and (pair[2] > 0).any():
+            if pair is not None and (pair[2] > tolerance).any():
                 other = next((repr(lb) for (j, f), lb in zip(columns, labels) if j == pair[0] and f == "error"),
                              f"the goal on {tree.link_names[pair[1]]!r}")
                 hints.append(f"{label}: its target and the target of {other} were further apart than the bones "
-                             f"between them reach on {int((pair[2] > 0).sum())} of the {len(rows)} frames it missed, "
-                             f"by up to {_mm(pair[2].max())} (the two cannot both be met there: the character's "
-                             "proportions differ from the targets'?)")
+                             f"between them reach on {int((pair[2] > tolerance).sum())} of the {len(rows)} frames "
+                             f"it was not met, by up to {_mm(pair[2].max())} (the two cannot both be met there: the "
+                             "character's proportions differ from the targets'?)")
             continue
         movers = set(tree.var_link[chain].tolist())
         base = next(b for b in roots if b in movers)
@@ -800,10 +806,10 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
             where, lengths = anchors[k]
             target = _position_part(frames[k][i]).target
             beyond[n] = (np.linalg.norm(target - where[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
-        if (beyond > 0).any():
-            hints.append(f"{label}: its target was out of reach on {int((beyond > 0).sum())} of the {len(rows)} "
-                         f"frames it missed, up to {_mm(beyond.max())} further from {tree.link_names[base]!r} than "
-                         "the bones between them reach")
+        if (beyond > tolerance).any():
+            hints.append(f"{label}: its target was out of reach on {int((beyond > tolerance).sum())} of the "
+                         f"{len(rows)} frames it was not met, up to {_mm(beyond.max())} further from "
+                         f"{tree.link_names[base]!r} than the bones between them reach")
             far = True
     at = np.array([a for a, _ in anchors])
     root_moves = at.size and np.ptp(at, axis=0).max() > 1e-9  # (the action moves them)
@@ -853,7 +859,7 @@ def limit_hints(tree_at, frames, Q, missed, goals=None, most=200):
         return []
     bones = sorted(held.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     named = ", ".join(f"{b!r} on {len(f)}" for b, f in bones[:4]) + (" and others" if len(bones) > 4 else "")
-    return [f"joint limits: on {count} of the {len(rows)} frames with a missed goal looked at, the goals pull bones "
+    return [f"joint limits: on {count} of the {len(rows)} frames with a goal not met looked at, the goals pull bones "
             f"past their IK limits ({named}): widen those limits, or the targets ask for a pose they do not allow"]
 
 

@@ -184,7 +184,7 @@ def test_a_missed_goal_out_of_reach_is_told_why(scene):
     assert len(report.hints) == 2, report.hints
     reach, root = report.hints
     assert reach.startswith(f"position b2 tail: its target was out of reach on {len(missed)} of the {len(missed)} "
-                            "frames it missed")
+                            "frames it was not met")
     beyond = math.hypot(0.8, 4.3) - (1.0 + math.sqrt(1.01) + math.sqrt(0.65))  # from b0's head, minus the bones
     assert "further from 'b0'" in reach and abs(int(reach.split("up to ")[1].split(" mm")[0]) - beyond * 1e3) < 1
     assert "Free Root is off" in root
@@ -211,12 +211,20 @@ def test_goals_short_of_their_tolerance_within_the_verdict_are_told_why(scene):
                                                          if not s]
     assert len(report.hints) == 2, report.hints
     assert report.hints[0].startswith(f"position b2 tail: its target was out of reach on {len(short)} of the "
-                                      f"{len(short)} frames it missed"), report.hints
+                                      f"{len(short)} frames it was not met"), report.hints
     assert 3.0 < float(report.hints[0].split("up to ")[1].split(" mm")[0]) <= 4.0 + 1e-6
     assert "Free Root is off" in report.hints[1]
     text = report.text()
     assert f"(the others: {frame_ranges(short)})" in text and "verdict: OK" in text
     assert "why goals fell short of their tolerance" in text and "why goals were missed" not in text
+    from types import SimpleNamespace
+
+    from fullbody_ik.operators.bake import FULLBODY_IK_OT_bake
+
+    said = []
+    FULLBODY_IK_OT_bake._done(SimpleNamespace(report=lambda level, text: said.append((level, text))), report)
+    assert said == [({"WARNING"}, said[0][1])] and f"{report.verdict()['text']}, but frames " \
+        f"{frame_ranges(short)} short of a goal's own tolerance" in said[0][1], said  # (what the operator tells)
 
 
 def test_a_pose_goals_position_and_angle_are_short_apart():
@@ -251,8 +259,8 @@ def test_a_bake_held_back_by_ik_limits_names_the_bones(scene):
     report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
     missed = int(report.missed().sum())
     assert missed > len(report.frames) // 2
-    assert report.hints == [f"joint limits: on {missed} of the {missed} frames with a missed goal looked at, the goals "
-                            f"pull bones past their IK limits ('b1' on {missed}, 'b2' on {missed}): widen those "
+    assert report.hints == [f"joint limits: on {missed} of the {missed} frames with a goal not met looked at, the "
+                            f"goals pull bones past their IK limits ('b1' on {missed}, 'b2' on {missed}): widen those "
                             "limits, or the targets ask for a pose they do not allow"], report.hints
     for name in ("b1", "b2"):
         obj.pose.bones[name].use_ik_limit_x = obj.pose.bones[name].use_ik_limit_z = False
@@ -286,6 +294,8 @@ def test_reach_hints_measure_the_chain_as_the_frame_has_it():
     out = hints([(0.0, 0.0, 4.0)])
     assert len(out) == 2 and "out of reach on 1 of the 1" in out[0] and "up to 500 mm further from 'l1'" in out[0]
     assert hints([(0.0, 0.0, 4.0)], longer=1.0) == []  # l2 keyed 1 further: 3.5 reached
+    assert hints([(0.0, 0.0, 4.0)], longer=0.5 - 0.5e-4) == []  # beyond by less than the goal's tolerance (1e-4)
+    assert "out of reach on 1 of the 1" in hints([(0.0, 0.0, 4.0)], longer=0.5 - 2e-4)[0]  # by twice it
     assert hints([(0.0, 0.0, 4.0)], missed=False) == []  # met: nothing to explain
     tree.set_origins([tree.link("l2")], [up])
     goal = [[Position("l1", (0.0, 0.0, 3.0), offset=(0.0, 0.0, 1.5))]]  # on the first moving bone: its offset
@@ -321,7 +331,7 @@ def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
     tree = tree_with("revolute")
     out = hints(tree, 0.5)  # 2.5 apart; the leg reaches 1 + 1 + 0.2 = 2.2
     assert len(out) == 1 and out[0].startswith("foot: its target and the target of 'hips'"), out
-    assert "on 1 of the 1 frames it missed, by up to 300 mm" in out[0]
+    assert "on 1 of the 1 frames it was not met, by up to 300 mm" in out[0]
     assert hints(tree, 1.0) == [] and hints(tree, 0.5, missed=False) == []  # 2 apart: in reach; met
     assert hints(tree_with("prismatic"), 0.5) == []  # the knee slides: no length to tell
 
@@ -352,7 +362,7 @@ def test_limit_hints_name_the_joints_whose_limits_the_goals_pull_against():
     point = (1.0 + np.cos(bend), np.sin(bend), 0.0)
     res, hints = told(arm(0.5), point)
     assert not res.success and abs(res.q[1] - 0.5) < 1e-9
-    assert hints == ["joint limits: on 1 of the 1 frames with a missed goal looked at, the goals pull bones past "
+    assert hints == ["joint limits: on 1 of the 1 frames with a goal not met looked at, the goals pull bones past "
                      "their IK limits ('fore' on 1): widen those limits, or the targets ask for a pose they do not "
                      "allow"], hints
     res, hints = told(arm(3.0), point)
