@@ -54,8 +54,8 @@ class BakeOptions:
         return np.inf if np.isinf(self.max_error) else np.radians(1.0)
 
 
-def frame_ranges(frames):
-    """[3, 4, 5, 9, 11, 12] -> '3-5, 9, 11-12'."""
+def frame_ranges(frames, most=None):
+    """[3, 4, 5, 9, 11, 12] -> '3-5, 9, 11-12'; with ``most``, cut after that many ranges, the rest counted."""
     out, run = [], []
     for f in frames:
         if run and f == run[-1] + 1:
@@ -66,13 +66,9 @@ def frame_ranges(frames):
             run = [f]
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+    if most is not None and len(out) > most:
+        return ", ".join(out[:most]) + f" and {len(out) - most} more"
     return ", ".join(out)
-
-
-def _at_most(ranges, count=12):
-    """frame_ranges' text cut after ``count`` ranges, the rest counted."""
-    parts = ranges.split(", ")
-    return ranges if len(parts) <= count else ", ".join(parts[:count]) + f" and {len(parts) - count} more"
 
 
 @dataclass
@@ -123,7 +119,7 @@ class BakeReport:
 
     def short_text(self):
         """short_frames as ranges, cut after 12 of them ('2-8, 80-83, ... and 5 more')."""
-        return _at_most(frame_ranges(self.short_frames()))
+        return frame_ranges(self.short_frames(), most=12)
 
     @property
     def ok(self):

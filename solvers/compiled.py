@@ -2101,20 +2101,20 @@ def restarts_kernel(q, in_a_row, partial, max_iterations, max_starts, seed, stal
             best_met, best_E = met, E
         if met or status == 1 or 0 <= max_starts <= used:  # (status 1: the search itself ran out, the next call
             # goes on with it)
-            _copy(q, q_end)
-            _copy(best_out, best_q)
-            _copy(errors_out, best_errors)
-            return best_met, best_E, used, total, status == 1 and not met, status
+            go_on, ran_out = q_end, status == 1 and not met
+            break
         if used == 0 and seed >= 0:  # (seeded at the first draw: most solves make none, and seeding costs 1 us)
             np.random.seed(seed)
         _random_into(draw, T)
         _next_start(q_end, draw, stuck, in_a_row, partial, T, G, free, start)
         used += 1
         if total >= max_iterations:  # it ended (stalled) with the iterations: the next call begins the next search
-            _copy(q, start)
-            _copy(best_out, best_q)
-            _copy(errors_out, best_errors)
-            return best_met, best_E, used, total, True, status
+            go_on, ran_out = start, True
+            break
+    _copy(q, go_on)
+    _copy(best_out, best_q)
+    _copy(errors_out, best_errors)
+    return best_met, best_E, used, total, ran_out, status
 
 
 @njit(cache=True, entry=True)
