@@ -88,7 +88,12 @@ try:
         ``entry``: called from Python (restarts_kernel, judge, project_packed, memetic). The others are called
         only from compiled code and compiled without the wrappers Python would call them through (CPython's and a
         C function's): those wrappers were some 6 s of the core's cold compile (35.8 -> 29.5 s). Tests call them
-        through python_callable."""
+        through python_callable.
+
+        ``inline="always"`` (numba's own option; fk_into, generators, _project_into, _step_into): compiled into each
+        caller. A call passes every field of every array in its tuples (the tree's T holds 23 arrays, some 200
+        words): those four, called in each LM iteration, cost 5-10 % of a Table I solve as calls. They are small
+        or called from one place, so the cold compile grows little."""
         if leaf:
             options["_nrt"] = False
         if not entry:
@@ -465,6 +470,7 @@ class Kernel:
 
     def __init__(self, tree, objectives):
         self.tree = tree
+        self._judged = None
         scalars, offsets, targets, looks, rotations = [], [], [], [], []  # per goal: _GOAL_SCALARS; offset,
         # position target, look axis (3 each); rotation target (9)
         checks = []  # per goal, what result and key judge: (needs its error, tolerance, its angle, tolerance,
@@ -546,14 +552,14 @@ class Kernel:
         """restarts_kernel's Work for this tree in this thread (make_work), kept on the tree: made anew for a tree
         whose origins are a new array (packed anew: _with_origins). One per thread: frames solved at once in
         threads (tracking.Frames) never share work spaces."""
-        tp = _with_origins(self.tree)
-        works = self.tree.__dict__.get("_compiled_works")
+        tree = self.tree
+        tp = _with_origins(tree)
+        works = tree.__dict__.get("_compiled_works")
         if works is None:
-            works = self.tree._compiled_works = {}
-        thread = threading.get_ident()
-        kept = works.get(thread)
+            works = tree._compiled_works = {}
+        kept = works.get(threading.get_ident())
         if kept is None or kept[0] is not tp:
-            kept = works[thread] = (tp, make_work(tp, self._gp, CHUNK))
+            kept = works[threading.get_ident()] = (tp, make_work(tp, self._gp, CHUNK))
         return kept[1]
 
     def tree_arrays(self):
@@ -564,14 +570,10 @@ class Kernel:
         """The goals' tuple the kernels' inner functions take (made by _goals: for tests)."""
         return python_callable(_goals)(self._gp)
 
-    def remember(self, q, errors, cost):
-        """What a kernel judged at the answer q it returned (the array itself): key and result then need not
-        evaluate it again."""
-        self._judged = (q, errors, cost)
-
     def judge(self, q):
-        """(errors (G, 2), cost) at q: remembered from the kernel that returned q, else evaluated."""
-        known = self.__dict__.get("_judged")
+        """(errors (G, 2), cost) at q: what the kernel that returned q (the array itself) judged there (search keeps
+        it in ``_judged``), else evaluated."""
+        known = self._judged
         if known is not None and known[0] is q:
             return known[1], known[2]
         return judge(np.ascontiguousarray(q, dtype=float), _with_origins(self.tree), self._gp)
@@ -793,7 +795,7 @@ def _coordinate_axis(axis):
     return 0 if y == 0.0 and z == 0.0 else 1 if x == 0.0 and z == 0.0 else 2 if x == 0.0 and y == 0.0 else -1
 
 
-@njit(cache=True, leaf=True)
+@njit(cache=True, leaf=True, inline="always")
 def fk_into(q, T, W, Pre, R, A, B):
     """World matrices of every link into W (L, 4, 4) (links in the tree's order, parents first; a stretching bone's
     scaled by its stretch), and each joint's frame (the parent's world matrix times the joint's origin, without a
@@ -857,7 +859,7 @@ def fk(q, T):
     return W
 
 
-@njit(cache=True, leaf=True)
+@njit(cache=True, leaf=True, inline="always")
 def generators(q, T, W, Pre, omega, linear, centre, rotational, Jl, A):
     """Per variable: the world angular velocity (omega) or linear velocity (linear) of its link per unit change,
     and the point it turns about (centre), as State.generators (joints.*Model.generators). Jl, A (3, 3): work
@@ -1316,7 +1318,7 @@ def project_packed(q, tp):
     return project(q, _tree(tp))
 
 
-@njit(cache=True, leaf=True)
+@njit(cache=True, leaf=True, inline="always")
 def _project_into(q, T, out):
     """project(q) into out (which may be q itself)."""
     kind, var, lower, upper, continuous, turn = T[2], T[4], T[12], T[13], T[14], T[20]
@@ -1768,7 +1770,7 @@ def _largest_change(a, b):
     return out
 
 
-@njit(cache=True, leaf=True)
+@njit(cache=True, leaf=True, inline="always")
 def _step_into(q, t, dq, T, out):
     """out = project(q + t dq)."""
     for v in range(q.shape[0]):
@@ -2187,38 +2189,35 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     calls (a kernel cannot read it), each given about half the iterations the time left allows at this tree's
     measured cost per iteration (_chunk); iterations count into ``budget``. Returns (q, message, new starts made):
     the first answer that meets every goal, else the best."""
-    work, gp = k.work(), k._gp
-    tree = k.tree
+    work, gp, tree = k.work(), k._gp, k.tree
     q = np.array(q, dtype=np.float64).reshape(-1)  # (a copy: the kernel writes into it where to go on from; flat,
     # as _direct's entry point reads it)
     in_a_row = np.zeros(1, dtype=np.int64)
-    goals = len(k._checks)
+    n, goals = tree.n, len(k._checks)
     limited = max_restarts < 10**9
     best_q, best_key, count, status = q, (True, np.inf), 0, None  # (status: the last kernel's; None: none ran)
-    stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks = lm_settings
     now = time.perf_counter()
     while True:
         left = _chunk(tree, budget, now)
         if left <= 0:
             break
         start = now
-        found, errors = np.empty(tree.n), np.empty((goals, 2))
+        found, errors = np.empty(n), np.empty((goals, 2))
         met, E, used, iterations, ran_out, status = _direct(
-            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, int(left), max_restarts - count if limited else -1, seed,
-            stall, stall_ratio, damping_bias, damping_scale, damping_start, step_tol, residual_tol, backtracks, work,
-            gp, found, errors)
+            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
+            *lm_settings, work, gp, found, errors)
         now = time.perf_counter()
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
             per = (now - start) / iterations
             old = tree.__dict__.get("_compiled_iteration_seconds")
             tree._compiled_iteration_seconds = per if old is None else 0.8 * old + 0.2 * per
+        budget.iterations += iterations
         if used:  # (the generator, seeded at the kernel's first draw, goes on in the next call)
             seed = -1
-        budget.iterations += iterations
-        count += used
+            count += used
         if (not met, E) < best_key:
             best_q, best_key = found, (not met, E)
-            k.remember(found, errors, E)
+            k._judged = (found, errors, E)  # (judge's: key and result need not evaluate it again)
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
     if best_key[1] == np.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
