@@ -4,12 +4,14 @@
 From the UI it runs modal: a progress bar, Esc cancels and leaves everything as it was, one undo step at the
 end. From scripts (``bpy.ops.fullbody_ik.bake()``) it runs to the end at once."""
 
+import math
+
 import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
-from ..rig.bake import REPORT_TEXT, BakeOptions, Baker
+from ..rig.bake import REPORT_TEXT, BakeOptions, Baker, counted
 from .common import active_armature, armature_problem, progress_bar
 
 
@@ -30,8 +32,11 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
     continuity: FloatProperty(name="Continuity", default=1e-4, min=0.0, soft_max=1.0, precision=4,
                               description="Weight of staying near the previous frame's pose")
     max_error: FloatProperty(name="Max Error", default=0.01, min=0.0, soft_max=0.1, precision=4, subtype="DISTANCE",
-                             description="A frame whose goal misses by more than this (world units; angular goals: "
-                                         "1 degree) makes the bake a failure; the result is kept for inspection")
+                             description="A frame whose goal misses by more than this (world units) makes the bake "
+                                         "a failure; the result is kept for inspection")
+    max_angle: FloatProperty(name="Max Angle", default=math.radians(1.0), min=0.0, soft_max=math.radians(10.0),
+                             subtype="ANGLE", description="A frame whose orientation, pose or look-at goal misses "
+                             "its angle by more than this makes the bake a failure (as Max Error for positions)")
     independent: BoolProperty(name="Independent Frames", default=False,
                               description="Solve each frame from the action's own pose there, not from the previous "
                                           "frame's answer: frames in parallel threads (for goals near the animated "
@@ -47,7 +52,7 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
         end = self.frame_end if self.properties.is_property_set("frame_end") else scene.frame_end
         self.frame_start, self.frame_end = start, end
         return BakeOptions(start, end, self.step, self.replace, self.thin, self.continuity,
-                           max_error=self.max_error, independent=self.independent)
+                           max_error=self.max_error, max_angle=self.max_angle, independent=self.independent)
 
     def _start(self, context):
         problem = armature_problem(context)
@@ -71,11 +76,12 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
                                    f"{report.action!r} for inspection (report: Text Editor, {REPORT_TEXT!r})")
             return
         short = report.short_frames()
-        level = {"WARNING"} if short else {"INFO"}
-        self.report(level, f"Baked {s['frames']} frames into {report.action!r}: {s['solved_frames']} with every "
-                           f"goal met{err}, {report.keys} keys, {s['ms_per_frame']:.1f} ms per frame"
+        level = {"WARNING"} if short or report.notes else {"INFO"}
+        self.report(level, f"Baked {counted(s['frames'], 'frame')} into {report.action!r}: {s['solved_frames']} with "
+                           f"every goal met{err}, {report.keys} keys, {s['ms_per_frame']:.1f} ms per frame"
                            + (f"; {report.verdict()['text']}, but frames {report.short_text()} short of a goal's "
                               "own tolerance" if short else "")
+                           + "".join(f"; {n}" for n in report.notes)
                            + f" (report: Text Editor, {REPORT_TEXT!r})")
 
     def execute(self, context):

@@ -54,6 +54,11 @@ class BakeOptions:
         return np.inf if np.isinf(self.max_error) else np.radians(1.0)
 
 
+def counted(n, word):
+    """'1 frame', '3 frames'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def frame_ranges(frames, most=None):
     """[3, 4, 5, 9, 11, 12] -> '3-5, 9, 11-12'; with ``most``, cut after that many ranges, the rest counted."""
     out, run = [], []
@@ -95,6 +100,7 @@ class BakeReport:
     max_angle: float = np.radians(1.0)
     solved_errors: np.ndarray = None  # (frames, goals) as the solver left them
     hints: list = field(default_factory=list)  # why goals were missed, where it can be told (reach_hints)
+    notes: list = field(default_factory=list)  # what else the user should know (frames past the animation)
 
     def shown_difference(self):
         """(largest length, largest angle) by which the pose Blender shows differs from the solved one."""
@@ -129,7 +135,7 @@ class BakeReport:
         missed = self.missed()
         frames = [int(f) for f, m in zip(self.frames, missed) if m]
         text = ("every frame within "
-                if not frames else f"{len(frames)} of {len(self.frames)} frames missed a goal by more than ")
+                if not frames else f"{len(frames)} of {counted(len(self.frames), 'frame')} missed a goal by more than ")
         text += f"{self.max_error * 1e3:g} mm" if np.isfinite(self.max_error) else "any length"
         if np.isfinite(self.max_angle) or "rad" in self.units:  # no angle part when the goals have no angle
             text += " / " + (f"{np.degrees(self.max_angle):g} deg" if np.isfinite(self.max_angle) else "any angle")
@@ -164,7 +170,8 @@ class BakeReport:
             "armature": self.armature, "method": self.method, "source_action": self.source_action,
             "action": self.action, "backup_action": self.backup_action, "bones": self.bones, "keys": self.keys,
             "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
-            "warnings": self.warnings, "hints": self.hints, "ok": self.ok, "verdict": self.verdict(),
+            "warnings": self.warnings, "notes": self.notes, "hints": self.hints, "ok": self.ok,
+            "verdict": self.verdict(),
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
                           "solved_errors": None if self.solved_errors is None
@@ -177,7 +184,7 @@ class BakeReport:
     def text(self):
         s = self.summary()
         lines = [f"Full-Body IK bake of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]} "
-                 f"({s['frames']} frames, method {self.method})",
+                 f"({counted(s['frames'], 'frame')}, method {self.method})",
                  f"  action: {self.action!r}" + (f" (from {self.source_action!r}, kept)" if self.source_action
                                                  and self.source_action != self.action else "")
                  + (f", backup {self.backup_action!r}" if self.backup_action else ""),
@@ -195,6 +202,7 @@ class BakeReport:
                             f"max {s['max_error_mm']:.3f} mm")
         if s["max_error_deg"] is not None:
             lines.insert(6, f"  angular error: max {s['max_error_deg']:.3f} deg")
+        lines += [f"  note: {n}" for n in self.notes]
         for i, (g, u) in enumerate(zip(self.goals, self.units)):
             e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
             lines.append(f"    {g}: mean {e.mean():.3f}, max {e.max():.3f} {'mm' if u == 'm' else 'deg'}")
@@ -224,7 +232,7 @@ class BakeReport:
         axes[0].set_yscale("symlog", linthresh=0.1)
         axes[0].set_ylabel("goal error")
         axes[0].legend(fontsize=7, ncol=2)
-        axes[0].set_title(f"Full-Body IK bake of {self.armature}: {len(self.frames)} frames, {self.method}",
+        axes[0].set_title(f"Full-Body IK bake of {self.armature}: {counted(len(self.frames), 'frame')}, {self.method}",
                           fontsize=10)
         axes[1].step(self.frames, self.violations, where="mid")
         axes[1].set_ylabel("bones outside limits")
@@ -314,6 +322,36 @@ def _check_replace(obj, action, slot):
             o = o.parent
 
 
+def animated_range(obj):
+    """(first, last) frame of the actions the bake of ``obj`` follows: the armature's and those of its goals'
+    targets and what they hang from (Action.frame_range: its keys', or its manual range); None when none is
+    animated."""
+    ranges, seen = [], set()
+    for o in [obj] + [g.target for g in obj.fullbody_ik.goals if g.enabled and g.target is not None]:
+        while o is not None and o.name_full not in seen:
+            seen.add(o.name_full)
+            ad = o.animation_data
+            if ad is not None and ad.action is not None:
+                ranges.append(tuple(ad.action.frame_range))
+            o = o.parent
+    if not ranges:
+        return None
+    return min(a for a, _ in ranges), max(b for _, b in ranges)
+
+
+def outside_warning(frames, span):
+    """A warning for the frames past what is animated (animated_range's span): there the armature and the
+    targets hold their end poses; '' when every frame is within it."""
+    if span is None:
+        return ""
+    outside = [f for f in frames if f < span[0] or f > span[1]]
+    if not outside:
+        return ""
+    return (f"{counted(len(outside), 'frame')} ({frame_ranges(outside, most=12)}) lie outside the animation the "
+            f"bake follows (the armature's and the targets' actions span frames {span[0]:g}-{span[1]:g}): there "
+            "everything holds its end pose. A frame range past a clip's end (the scene's, by default)?")
+
+
 def _goal_label(goal):
     kind = goal.kind.replace("_", " ").lower()
     if goal.kind == "DISPLACEMENT":
@@ -381,6 +419,7 @@ class Baker:
             raise RigError(str(e)) from None
         self.method = self.tracker.method
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
+        self.outside = outside_warning(self.frames, animated_range(obj))
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.short = []  # per frame, per report column: its goal left beyond its own tolerance by the solve
@@ -698,6 +737,7 @@ class Baker:
                                 for name, (f, off) in self.scaled.items()],
                             self.options.max_error, self.options.angle_threshold(),
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
+        report.notes = [self.outside] if self.outside else []
         short = np.array(self.short, dtype=bool).reshape(report.errors.shape)
         if report.missed().any() or short.any():  # (why, also for goals short of their own tolerance only)
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
@@ -789,9 +829,9 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
                 other = next((repr(lb) for (j, f), lb in zip(columns, labels) if j == pair[0] and f == "error"),
                              f"the goal on {tree.link_names[pair[1]]!r}")
                 hints.append(f"{label}: its target and the target of {other} were further apart than the bones "
-                             f"between them reach on {int((pair[2] > tolerance).sum())} of the {len(rows)} frames "
-                             f"it was not met, by up to {_mm(pair[2].max())} (the two cannot both be met there: the "
-                             "character's proportions differ from the targets'?)")
+                             f"between them reach on {int((pair[2] > tolerance).sum())} of the "
+                             f"{counted(len(rows), 'frame')} it was not met, by up to {_mm(pair[2].max())} (the two "
+                             "cannot both be met there: the character's proportions differ from the targets'?)")
             continue
         movers = set(tree.var_link[chain].tolist())
         base = next(b for b in roots if b in movers)
@@ -804,7 +844,7 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
             beyond[n] = (np.linalg.norm(target - where[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
         if (beyond > tolerance).any():
             hints.append(f"{label}: its target was out of reach on {int((beyond > tolerance).sum())} of the "
-                         f"{len(rows)} frames it was not met, up to {_mm(beyond.max())} further from "
+                         f"{counted(len(rows), 'frame')} it was not met, up to {_mm(beyond.max())} further from "
                          f"{tree.link_names[base]!r} than the bones between them reach")
             far = True
     at = np.array([a for a, _ in anchors])
@@ -855,8 +895,9 @@ def limit_hints(tree_at, frames, Q, missed, goals=None, most=200):
         return []
     bones = sorted(held.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     named = ", ".join(f"{b!r} on {len(f)}" for b, f in bones[:4]) + (" and others" if len(bones) > 4 else "")
-    return [f"joint limits: on {count} of the {len(rows)} frames with a goal not met looked at, the goals pull bones "
-            f"past their IK limits ({named}): widen those limits, or the targets ask for a pose they do not allow"]
+    return [f"joint limits: on {count} of the {counted(len(rows), 'frame')} with a goal not met looked at, the goals "
+            f"pull bones past their IK limits ({named}): widen those limits, or the targets ask for a pose they do not "
+            "allow"]
 
 
 def _limited_variables(tree):
@@ -975,9 +1016,10 @@ def report_summary(action):
 
 def _describe_bake(report):
     s = report["summary"]
-    lines = [f"Baked {s['frames']} frames, {s['solved_frames']} with every goal met"]
+    lines = [f"Baked {counted(s['frames'], 'frame')}, {s['solved_frames']} with every goal met"]
     if "verdict" in report:
         lines.append(("OK: " if report["verdict"]["ok"] else "FAILED: ") + report["verdict"]["text"])
+    lines += [f"Note: {n}" for n in report.get("notes", [])]
     if s.get("max_error_mm") is not None:
         lines.append(f"Position error: mean {s['mean_error_mm']:.2f} mm, max {s['max_error_mm']:.2f} mm")
     lines.append(f"Limit violations: {s['violations']}, {s['ms_per_frame']:.1f} ms per frame")

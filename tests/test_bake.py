@@ -331,7 +331,7 @@ def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
     tree = tree_with("revolute")
     out = hints(tree, 0.5)  # 2.5 apart; the leg reaches 1 + 1 + 0.2 = 2.2
     assert len(out) == 1 and out[0].startswith("foot: its target and the target of 'hips'"), out
-    assert "on 1 of the 1 frames it was not met, by up to 300 mm" in out[0]
+    assert "on 1 of the 1 frame it was not met, by up to 300 mm" in out[0]
     assert hints(tree, 1.0) == [] and hints(tree, 0.5, missed=False) == []  # 2 apart: in reach; met
     assert hints(tree_with("prismatic"), 0.5) == []  # the knee slides: no length to tell
 
@@ -362,7 +362,7 @@ def test_limit_hints_name_the_joints_whose_limits_the_goals_pull_against():
     point = (1.0 + np.cos(bend), np.sin(bend), 0.0)
     res, hints = told(arm(0.5), point)
     assert not res.success and abs(res.q[1] - 0.5) < 1e-9
-    assert hints == ["joint limits: on 1 of the 1 frames with a goal not met looked at, the goals pull bones past "
+    assert hints == ["joint limits: on 1 of the 1 frame with a goal not met looked at, the goals pull bones past "
                      "their IK limits ('fore' on 1): widen those limits, or the targets ask for a pose they do not "
                      "allow"], hints
     res, hints = told(arm(3.0), point)
@@ -465,6 +465,46 @@ def test_limit_violations_counts_bones_outside_their_limits(scene):
     for name in ("b0", "b1"):
         q[mapping.variables[name][0]] = 0.8  # x swing beyond 0.3 rad
     assert limit_violations(tree, mapping, q) == 2
+
+
+def test_the_bake_operators_max_angle_decides_an_angular_goals_verdict(scene):
+    """The operator's Max Angle is the angular goals' threshold (as the CLI's --max-angle): b2 held to the target
+    empty's orientation while its tail follows the empty's circle, a turn its chain cannot make at the same time,
+    misses by degrees; within 60 degrees the bake succeeds, within 0.01 it fails naming the frames, and both keep
+    the result."""
+    obj, target = scene
+    target.rotation_euler = (0.0, 1.2, 0.0)
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.weight = "ORIENTATION", "b2", target, 0.01
+    assert bpy.ops.fullbody_ik.bake(max_angle=math.radians(60.0)) == {"FINISHED"}
+    report = bpy.data.texts[REPORT_TEXT].as_string()
+    assert "verdict: OK" in report and "/ 60 deg" in report
+    worst = max(float(line.split("max ")[1].split()[0]) for line in report.splitlines()
+                if line.strip().startswith("orientation") and "max " in line)
+    assert 0.5 < worst < 60.0, report  # (a miss of degrees: what makes the 0.01 degree bake fail below)
+    with pytest.raises(RuntimeError, match=r"frames missed a goal by more than 10 mm / 0.01 deg \(frames "):
+        bpy.ops.fullbody_ik.bake(max_angle=math.radians(0.01))
+    assert "verdict: FAILED" in bpy.data.texts[REPORT_TEXT].as_string()
+
+
+def test_frames_past_the_animation_are_named_in_the_report(scene):
+    """A bake over frames past every action it follows (the armature's elbow keys end at 24, the target's at 19;
+    the scene's range, the default, runs to 40) bakes them, the poses held there, and says so: in the report's
+    notes, its text and the sidebar's summary; a range within the animation has no such note."""
+    obj, target = scene
+    bpy.context.scene.frame_end = 40
+    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+    report = json.loads(obj.animation_data.action[REPORT_PROPERTY])
+    assert report["notes"] == ["16 frames (25-40) lie outside the animation the bake follows (the armature's and the "
+                               "targets' actions span frames 1-24): there everything holds its end pose. A frame "
+                               "range past a clip's end (the scene's, by default)?"], report["notes"]
+    assert "  note: 16 frames (25-40) lie outside" in bpy.data.texts[REPORT_TEXT].as_string()
+    from fullbody_ik.rig.bake import report_summary
+
+    assert any(line.startswith("Note: 16 frames (25-40)") for line in report_summary(obj.animation_data.action))
+    obj.animation_data.action = bpy.data.actions[report["source_action"]]
+    assert bpy.ops.fullbody_ik.bake(frame_start=FRAMES[0], frame_end=FRAMES[1]) == {"FINISHED"}
+    assert json.loads(obj.animation_data.action[REPORT_PROPERTY])["notes"] == []
 
 
 def test_invoking_without_a_window_bakes_at_once(scene):
