@@ -798,7 +798,8 @@ def _position_part(objective):
 def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
     """Why position goals were missed, where the tree tells: no bone above the goal free to move, or its target
     further from the first bone that moves (its chain's root: chain_roots) than the bones between them reach
-    (their joint offsets, as the frame has them, and the goal's offset summed), for chains without a translation
+    (their joint offsets, as the frame has them, and the goal's offset summed), or nearer than they fold (the
+    longest of them less the others), for chains without a translation
     (a free root, a prismatic joint, IK stretch). Per frame: ``frames`` its objectives, ``scales`` world units per
     tree unit, ``anchors`` (fixed_positions of chain_roots, the tree's joint offsets' lengths), ``missed``
     (frames, columns) which report columns missed; ``columns``, ``labels``: the report's. Only goals that missed
@@ -837,15 +838,26 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         base = next(b for b in roots if b in movers)
         path = _links_between(tree, link, base)  # (none for a goal on the base itself: it turns about its head)
         offset = float(np.linalg.norm(position.offset))
-        beyond = np.zeros(len(rows))
+        beyond, near = np.zeros(len(rows)), np.zeros(len(rows))
         for n, k in enumerate(rows):
             where, lengths = anchors[k]
             target = _position_part(frames[k][i]).target
-            beyond[n] = (np.linalg.norm(target - where[roots.index(base)]) - lengths[path].sum() - offset) * scales[k]
+            segments = np.append(lengths[path], offset)
+            distance = np.linalg.norm(target - where[roots.index(base)])
+            beyond[n] = (distance - segments.sum()) * scales[k]
+            # (the nearest the chain folds to: the longest segment less all the others, when it is the longer)
+            near[n] = (2.0 * segments.max() - segments.sum() - distance) * scales[k]
         if (beyond > tolerance).any():
             hints.append(f"{label}: its target was out of reach on {int((beyond > tolerance).sum())} of the "
                          f"{counted(len(rows), 'frame')} it was not met, up to {_mm(beyond.max())} further from "
                          f"{tree.link_names[base]!r} than the bones between them reach")
+            far = True
+        if (near > tolerance).any():
+            hints.append(f"{label}: its target was too near {tree.link_names[base]!r} on "
+                         f"{int((near > tolerance).sum())} of the {counted(len(rows), 'frame')} it was not met, up "
+                         f"to {_mm(near.max())} nearer than the bones between them fold (one of them is longer than "
+                         "the others together: a goal on a bone's tail from its own head, or a bone that hangs from "
+                         "the root)")
             far = True
     at = np.array([a for a, _ in anchors])
     root_moves = at.size and np.ptp(at, axis=0).max() > 1e-9  # (the action moves them)

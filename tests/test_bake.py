@@ -467,6 +467,29 @@ def test_limit_violations_counts_bones_outside_their_limits(scene):
     assert limit_violations(tree, mapping, q) == 2
 
 
+def test_a_target_nearer_than_the_chain_folds_is_told_of(scene):
+    """A goal on b0's tail from b0's own head (one bone: its tail moves on a sphere about the head) with its
+    target halfway up the bone cannot be met, from nearer as from further: the hint says by how much it was too
+    near, and Free Root is off. A target on the sphere has no such hint."""
+    obj, target = scene
+    obj.fullbody_ik.goals[0].enabled = False
+    empty = bpy.data.objects.new("Near", None)
+    bpy.context.scene.collection.objects.link(empty)
+    empty.location = (0.0, 0.0, 0.5)
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.use_tail = "POSITION", "b0", empty, True
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert not report.ok and len(report.hints) == 2, report.hints
+    assert report.hints[0] == (f"position b0 tail: its target was too near 'b0' on 24 of the 24 frames it was not "
+                               "met, up to 500 mm nearer than the bones between them fold (one of them is longer "
+                               "than the others together: a goal on a bone's tail from its own head, or a bone that "
+                               "hangs from the root)"), report.hints
+    assert "Free Root is off" in report.hints[1]
+    empty.location = (0.6, 0.0, 0.8)  # on the sphere: met
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert report.ok and not report.hints, report.hints
+
+
 def test_the_bake_operators_max_angle_decides_an_angular_goals_verdict(scene):
     """The operator's Max Angle is the angular goals' threshold (as the CLI's --max-angle): b2 held to the target
     empty's orientation while its tail follows the empty's circle, a turn its chain cannot make at the same time,
