@@ -809,6 +809,7 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
 
     roots = chain_roots(tree)
     hints, far = [], False
+    told, chains, unreachable = {}, {}, {}  # per column: hinted, its chain's variables, frames out of reach
     for c, ((i, field), label) in enumerate(zip(columns, labels)):
         rows = np.flatnonzero(missed[:, c])
         if field != "error" or not len(rows):
@@ -820,6 +821,7 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         tolerance = np.array([_position_part(frames[k][i]).tolerance * scales[k] for k in rows])
         link = tree.link(position.link)
         chain = np.flatnonzero(tree.ancestors[link])
+        told[c], chains[c] = len(hints), set(chain.tolist())
         if not len(chain):
             hints.append(f"{label}: no bone above it is free to move (locked, or nothing between it and the root)")
             continue
@@ -859,6 +861,22 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
                          "the others together: a goal on a bone's tail from its own head, or a bone that hangs from "
                          "the root)")
             far = True
+        unreachable[c] = set(rows[(beyond > tolerance) | (near > tolerance)].tolist())
+    for c, start in told.items():  # a goal with no reason of its own, missed where another sharing its bones could
+        # not be met: pulled off by it
+        rows = set(np.flatnonzero(missed[:, c]).tolist())
+        if start < len(hints) and hints[start].startswith(labels[c] + ":") or unreachable.get(c):
+            continue
+        for d, frames_out in unreachable.items():
+            shared, overlap = chains[c] & chains[d], rows & frames_out
+            if d == c or not shared or not overlap:
+                continue
+            bones = list(dict.fromkeys(tree.link_names[tree.var_link[v]] for v in sorted(shared)))
+            named = ", ".join(repr(b) for b in bones[:3]) + (f" and {len(bones) - 3} more" if len(bones) > 3 else "")
+            hints.append(f"{labels[c]}: on {len(overlap)} of the {counted(len(rows), 'frame')} it was not met, the "
+                         f"target of {labels[d]!r} was out of reach, and the two goals share bones ({named}): "
+                         "pulled toward that target, they take this goal with them")
+            break
     at = np.array([a for a, _ in anchors])
     root_moves = at.size and np.ptp(at, axis=0).max() > 1e-9  # (the action moves them)
     if far and not root_moves and not any(type(m) is FreeModel for m in tree.models):

@@ -490,6 +490,29 @@ def test_a_target_nearer_than_the_chain_folds_is_told_of(scene):
     assert report.ok and not report.hints, report.hints
 
 
+def test_a_goal_pulled_off_by_another_out_of_reach_is_told_of(scene):
+    """b1's tail has a target it reaches alone (1.90 from b0's head, its bones reach 2.00), b2's tail one far out of
+    reach straight up: both miss, and the hint for b1's says on which frames the other's target was out of reach
+    and which bones they share. With b2's target within reach again, both are met and nothing is said."""
+    obj, target = scene
+    far = bpy.data.objects.new("Far", None)
+    beside = bpy.data.objects.new("Beside", None)
+    for empty in (far, beside):
+        bpy.context.scene.collection.objects.link(empty)
+    far.location, beside.location = (0.0, 0.0, 6.0), (0.6, 0.0, 1.8)
+    obj.fullbody_ik.goals[0].target = far
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.use_tail = "POSITION", "b1", beside, True
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert not report.ok and report.errors[:, 1].min() > 0.1
+    assert report.hints[1] == ("position b1 tail: on 24 of the 24 frames it was not met, the target of 'position b2 "
+                               "tail' was out of reach, and the two goals share bones ('b0', 'b1'): pulled toward "
+                               "that target, they take this goal with them"), report.hints
+    far.location = (0.6, 0.0, 1.8 + math.sqrt(0.65))  # (b2 straight up from b1 on its target)
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert report.ok and not report.hints, report.hints
+
+
 def test_the_bake_operators_max_angle_decides_an_angular_goals_verdict(scene):
     """The operator's Max Angle is the angular goals' threshold (as the CLI's --max-angle): b2 held to the target
     empty's orientation while its tail follows the empty's circle, a turn its chain cannot make at the same time,
