@@ -552,14 +552,14 @@ class Kernel:
         """restarts_kernel's Work for this tree in this thread (make_work), kept on the tree: made anew for a tree
         whose origins are a new array (packed anew: _with_origins). One per thread: frames solved at once in
         threads (tracking.Frames) never share work spaces."""
-        tree = self.tree
-        tp = _with_origins(tree)
-        works = tree.__dict__.get("_compiled_works")
+        tp = _with_origins(self.tree)
+        works = self.tree.__dict__.get("_compiled_works")
         if works is None:
-            works = tree._compiled_works = {}
-        kept = works.get(threading.get_ident())
+            works = self.tree._compiled_works = {}
+        thread = threading.get_ident()
+        kept = works.get(thread)
         if kept is None or kept[0] is not tp:
-            kept = works[threading.get_ident()] = (tp, make_work(tp, self._gp, CHUNK))
+            kept = works[thread] = (tp, make_work(tp, self._gp, CHUNK))
         return kept[1]
 
     def tree_arrays(self):
@@ -2204,7 +2204,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
         start = now
         found, errors = np.empty(n), np.empty((goals, 2))
         met, E, used, iterations, ran_out, status = _direct(
-            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
+            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, int(left), max_restarts - count if limited else -1, seed,
             *lm_settings, work, gp, found, errors)
         now = time.perf_counter()
         if iterations:  # the tree's cost per iteration, a running mean (_chunk)
