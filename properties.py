@@ -43,6 +43,8 @@ class FBIK_Goal(bpy.types.PropertyGroup):
     enabled: BoolProperty(name="Enabled", default=True)
     tolerance: FloatProperty(name="Tolerance", default=1e-4, min=0.0, precision=5,
                              description="Position tolerance (m); angular goals use radians")
+    angle_tolerance: FloatProperty(name="Angle Tolerance", default=1e-3, min=1e-6, soft_max=0.1, precision=4,
+                                   subtype="ANGLE", description="A Pose goal's tolerance on its orientation")
     look_at_axis: EnumProperty(name="Axis", items=AXES, default="Y")
     min_distance: FloatProperty(name="Minimum Distance", default=0.1, min=0.0, subtype="DISTANCE")
     joint_axis: EnumProperty(name="Axis", items=AXES[:3], default="X")

@@ -91,6 +91,8 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
             row.prop(goal, "weight")
             row.prop(goal, "priority")
             box.prop(goal, "tolerance")
+            if goal.kind == "POSE":
+                box.prop(goal, "angle_tolerance")
         s = props.settings
         box = layout.box()
         row = box.row(align=True)

@@ -593,6 +593,30 @@ def test_tolerances_are_world_lengths_on_a_scaled_armature(scene):
     assert max(tip_error(obj, target, f) for f in range(FRAMES[0], FRAMES[1] + 1)) <= 1.05e-4
 
 
+def test_a_pose_goals_angle_tolerance_is_its_own_setting(scene):
+    """A Pose goal's Angle Tolerance (default 1e-3 rad) is its orientation's tolerance: b2 held to the empty's
+    orientation while its tail follows the circle, a turn the chain cannot make on most frames, leaves the angle
+    short of 1e-3 rad there (by up to 0.2 rad); with an Angle Tolerance wider than that miss, the angle is short on none (the
+    position, pulled off by the turn, stays short: its own tolerance)."""
+    obj, target = scene
+    target.rotation_euler = (0.0, 0.3, 0.0)
+    g = obj.fullbody_ik.goals[0]
+    g.kind = "POSE"
+    assert g.angle_tolerance == pytest.approx(1e-3)
+
+    def short_angles():
+        baker = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES, max_error=float("inf")))
+        report = baker.run()
+        angle = report.goals.index("pose b2 tail (angle)")
+        return np.array(baker.short).reshape(report.errors.shape)[:, angle], report.solved_errors[:, angle]
+
+    short, angles = short_angles()
+    assert short.sum() > len(short) // 2 and np.array_equal(short, angles > 1e-3) and angles.max() > 0.1, angles
+    g.angle_tolerance = 2.0 * angles.max()
+    short, angles = short_angles()
+    assert not short.any() and angles.max() <= g.angle_tolerance
+
+
 def test_a_joint_value_goal_is_judged_on_the_rotation_blender_shows(scene):
     """The report judges a joint-value goal on the bone's rotation as Blender evaluates it (read back from the
     pose after the keys are written), not on the solved value: a driver that overrides the keyed rotation shows as
