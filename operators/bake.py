@@ -70,7 +70,8 @@ class FULLBODY_IK_OT_bake(bpy.types.Operator):
 
     def _done(self, report):
         s = report.summary()
-        err = f", largest position error {s['max_error_mm']:.3g} mm" if s["max_error_mm"] is not None else ""
+        err = (f", largest position error {s['max_error_mm']:.3g} mm" if s["max_error_mm"] is not None else "") + (
+            f", largest angle error {s['max_error_deg']:.3g} deg" if s["max_error_deg"] is not None else "")
         if not report.ok:  # not a success: an error (scripts get it as RuntimeError), the result kept
             self.report({"ERROR"}, f"Bake failed: {report.verdict()['text']}{err}; the result is kept in action "
                                    f"{report.action!r} for inspection (report: Text Editor, {REPORT_TEXT!r})")

@@ -60,17 +60,22 @@ def counted(n, word):
 
 
 def frame_ranges(frames, most=None):
-    """[3, 4, 5, 9, 11, 12] -> '3-5, 9, 11-12'; with ``most``, cut after that many ranges, the rest counted."""
+    """[3, 4, 5, 9, 11, 12] -> '3-5, 9, 11-12' ('-5 to -1' where a frame is negative); with ``most``, cut after
+    that many ranges, the rest counted."""
     out, run = [], []
+
+    def close():
+        if run:
+            out.append(f"{run[0]}" if len(run) == 1 else f"{run[0]} to {run[-1]}" if run[0] < 0 else
+                       f"{run[0]}-{run[-1]}")
+
     for f in frames:
         if run and f == run[-1] + 1:
             run.append(f)
         else:
-            if run:
-                out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+            close()
             run = [f]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+    close()
     if most is not None and len(out) > most:
         return ", ".join(out[:most]) + f" and {len(out) - most} more"
     return ", ".join(out)
@@ -324,15 +329,19 @@ def _check_replace(obj, action, slot):
 
 def animated_range(obj):
     """(first, last) frame of the actions the bake of ``obj`` follows: the armature's and those of its goals'
-    targets and what they hang from (Action.frame_range: its keys', or its manual range); None when none is
-    animated."""
+    targets and what they hang from (each action's manual frame range where it has one, else its keys'; an
+    action without keys is left out); None when nothing is animated."""
     ranges, seen = [], set()
     for o in [obj] + [g.target for g in obj.fullbody_ik.goals if g.enabled and g.target is not None]:
         while o is not None and o.name_full not in seen:
             seen.add(o.name_full)
             ad = o.animation_data
-            if ad is not None and ad.action is not None:
+            if ad is not None and ad.action is not None and ad.action.use_frame_range:
                 ranges.append(tuple(ad.action.frame_range))
+            else:
+                keys = [fc.range() for bag in channelbags(o) for fc in bag.fcurves if len(fc.keyframe_points)]
+                if keys:
+                    ranges.append((min(a for a, _ in keys), max(b for _, b in keys)))
             o = o.parent
     if not ranges:
         return None
@@ -340,16 +349,20 @@ def animated_range(obj):
 
 
 def outside_warning(frames, span):
-    """A warning for the frames past what is animated (animated_range's span): there the armature and the
-    targets hold their end poses; '' when every frame is within it."""
+    """A note on the frames outside what is animated (animated_range's span): there the armature and the targets
+    hold their first or last pose; '' when every frame is within it."""
     if span is None:
         return ""
-    outside = [f for f in frames if f < span[0] or f > span[1]]
-    if not outside:
+    before = [f for f in frames if f < span[0]]
+    after = [f for f in frames if f > span[1]]
+    if not before and not after:
         return ""
-    return (f"{counted(len(outside), 'frame')} ({frame_ranges(outside, most=12)}) lie outside the animation the "
-            f"bake follows (the armature's and the targets' actions span frames {span[0]:g}-{span[1]:g}): there "
-            "everything holds its end pose. A frame range past a clip's end (the scene's, by default)?")
+    parts = [f"{counted(len(fs), 'frame')} ({frame_ranges(fs, most=12)}) {where}"
+             for fs, where in ((before, "before it"), (after, "after it")) if fs]
+    return (f"{' and '.join(parts)}: outside the animation the bake follows (the armature's and the targets' "
+            f"actions span frames {span[0]:g}-{span[1]:g}), where everything holds its "
+            + ("first or last pose" if before and after else "first pose" if before else "last pose")
+            + ". A frame range longer than the clip?")
 
 
 def _goal_label(goal):
@@ -743,7 +756,7 @@ class Baker:
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
             missed = ~(report.errors <= limit) | short
             report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
-                                       [self._anchors(k) for k in range(len(self.frames))], missed)
+                                       [self._anchors(k) for k in range(len(self.frames))], missed, report.errors)
             # (the frames the solve itself left short: not those only Blender's pose misses, for what the solve
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
@@ -795,21 +808,24 @@ def _position_part(objective):
     return objective.position if type(objective) is Pose else objective if type(objective) is Position else None
 
 
-def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
+def reach_hints(tree, frames, columns, labels, scales, anchors, missed, errors=None):
     """Why position goals were missed, where the tree tells: no bone above the goal free to move, or its target
     further from the first bone that moves (its chain's root: chain_roots) than the bones between them reach
     (their joint offsets, as the frame has them, and the goal's offset summed), or nearer than they fold (the
     longest of them less the others), for chains without a translation
     (a free root, a prismatic joint, IK stretch). Per frame: ``frames`` its objectives, ``scales`` world units per
     tree unit, ``anchors`` (fixed_positions of chain_roots, the tree's joint offsets' lengths), ``missed``
-    (frames, columns) which report columns missed; ``columns``, ``labels``: the report's. Only goals that missed
-    are told of; Free Root is named when the chains' roots stay where they are over the frames. Returns
-    sentences."""
+    (frames, columns) which report columns missed, ``errors`` (frames, columns; world units) by how much;
+    ``columns``, ``labels``: the report's. Only goals that missed are told of; one with no reason of its own is
+    told of the goals it shares bones with (_shared_hints); Free Root is named when the chains' roots stay where
+    they are over the frames. Returns sentences."""
     from ..solvers.joints import FreeModel
 
     roots = chain_roots(tree)
     hints, far = [], False
-    told, chains, unreachable = {}, {}, {}  # per column: hinted, its chain's variables, frames out of reach
+    # per column: its chain's variables, the frames its own reason explains, {frame: by how much (world units)} on
+    # the frames its target could not be reached
+    chains, explained, unreached, by_pair = {}, {}, {}, []
     for c, ((i, field), label) in enumerate(zip(columns, labels)):
         rows = np.flatnonzero(missed[:, c])
         if field != "error" or not len(rows):
@@ -821,9 +837,10 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
         tolerance = np.array([_position_part(frames[k][i]).tolerance * scales[k] for k in rows])
         link = tree.link(position.link)
         chain = np.flatnonzero(tree.ancestors[link])
-        told[c], chains[c] = len(hints), set(chain.tolist())
+        chains[c], explained[c] = set(chain.tolist()), set()
         if not len(chain):
             hints.append(f"{label}: no bone above it is free to move (locked, or nothing between it and the root)")
+            explained[c] = set(rows.tolist())
             continue
         if not tree._rotational[chain].all():  # (a variable of the chain translates: its reach is not a length,
             # but from another goal's point above it, held by its own goal, it may be)
@@ -835,6 +852,10 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
                              f"between them reach on {int((pair[2] > tolerance).sum())} of the "
                              f"{counted(len(rows), 'frame')} it was not met, by up to {_mm(pair[2].max())} (the two "
                              "cannot both be met there: the character's proportions differ from the targets'?)")
+                explained[c] = set(rows[pair[2] > tolerance].tolist())
+                other_column = next((n for n, (j, f) in enumerate(columns) if j == pair[0] and f == "error"), None)
+                if other_column is not None:  # (the other goal's miss there: told by this sentence)
+                    by_pair.append((other_column, explained[c]))
             continue
         movers = set(tree.var_link[chain].tolist())
         base = next(b for b in roots if b in movers)
@@ -861,27 +882,60 @@ def reach_hints(tree, frames, columns, labels, scales, anchors, missed):
                          "the others together: a goal on a bone's tail from its own head, or a bone that hangs from "
                          "the root)")
             far = True
-        unreachable[c] = set(rows[(beyond > tolerance) | (near > tolerance)].tolist())
-    for c, start in told.items():  # a goal with no reason of its own, missed where another sharing its bones could
-        # not be met: pulled off by it
-        rows = set(np.flatnonzero(missed[:, c]).tolist())
-        if start < len(hints) and hints[start].startswith(labels[c] + ":") or unreachable.get(c):
-            continue
-        for d, frames_out in unreachable.items():
-            shared, overlap = chains[c] & chains[d], rows & frames_out
-            if d == c or not shared or not overlap:
-                continue
-            bones = list(dict.fromkeys(tree.link_names[tree.var_link[v]] for v in sorted(shared)))
-            named = ", ".join(repr(b) for b in bones[:3]) + (f" and {len(bones) - 3} more" if len(bones) > 3 else "")
-            hints.append(f"{labels[c]}: on {len(overlap)} of the {counted(len(rows), 'frame')} it was not met, the "
-                         f"target of {labels[d]!r} was out of reach, and the two goals share bones ({named}): "
-                         "pulled toward that target, they take this goal with them")
-            break
+        amount = np.maximum(beyond, near)
+        explained[c] = set(rows[amount > tolerance].tolist())
+        unreached[c] = {int(k): float(a) for k, a in zip(rows, amount) if a > 0}
+    for c, rows in by_pair:
+        if c in explained:
+            explained[c] |= rows
+    hints += _shared_hints(tree, chains, explained, unreached, labels, missed, errors)
     at = np.array([a for a, _ in anchors])
     root_moves = at.size and np.ptp(at, axis=0).max() > 1e-9  # (the action moves them)
     if far and not root_moves and not any(type(m) is FreeModel for m in tree.models):
         hints.append("the root stays where it is (Free Root is off): for targets that travel with a clip, turn Free "
                      "Root on and give the hips a goal")
+    return hints
+
+
+def _shared_hints(tree, chains, explained, unreached, labels, missed, errors):
+    """For each position goal missed on frames its own reason does not explain (reach_hints' ``explained``): on
+    those frames, a goal sharing its bones whose target could not be reached, by half its miss or more
+    (``unreached``, ``errors``: one out of reach by 9 mm does not pull another 112 mm off), pulled it off; else one
+    sharing its bones missed there too: they may pull against each other (targets further apart than the bones
+    between them allow, each reachable alone). One sentence per goal; a pair once."""
+    hints, paired = [], set()
+
+    def shared(c, d):
+        bones = list(dict.fromkeys(tree.link_names[tree.var_link[v]] for v in sorted(chains[c] & chains[d])))
+        return ", ".join(repr(b) for b in bones[:3]) + (f" and {len(bones) - 3} more" if len(bones) > 3 else "")
+
+    for c in chains:
+        missed_c = np.flatnonzero(missed[:, c])
+        rows = set(missed_c.tolist()) - explained[c]
+        if not rows or c in paired:
+            continue
+        pulls = []
+        for d, amounts in unreached.items():
+            if d != c and chains[c] & chains[d]:
+                by = [k for k in rows if k in explained[d] and (errors is None or amounts[k] >= 0.5 * errors[k, c])]
+                if by:
+                    pulls.append((len(by), d))
+        if pulls:
+            count, d = max(pulls)
+            hints.append(f"{labels[c]}: on {count} of the {counted(len(missed_c), 'frame')} it was not met, the "
+                         f"target of {labels[d]!r} could not be reached (its hint above), and the two goals share "
+                         f"bones ({shared(c, d)}): pulled toward that target, they take this goal with them")
+            continue
+        together = [(rows & set(np.flatnonzero(missed[:, d]).tolist()), d) for d in chains
+                    if d != c and chains[c] & chains[d]]
+        frames_both, d = max(together, key=lambda t: len(t[0]), default=(set(), None))
+        if frames_both:
+            paired.update((c, d))
+            alone = "" if frames_both & explained[d] else ", though neither target is beyond what its bones reach"
+            hints.append(f"{labels[c]} and {labels[d]!r}: both not met on {counted(len(frames_both), 'frame')}"
+                         f"{alone}, and they share bones ({shared(c, d)}): they may pull against each other there "
+                         "(their targets further apart, or nearer, than the bones between them allow: proportions "
+                         "that differ from the targets'?)")
     return hints
 
 

@@ -308,7 +308,7 @@ def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
     """Under a free root a foot's chain has no fixed start, but the hips' goal holds the hips: a foot target further
     from the hips' target than the leg reaches (its joint offsets as the frame has them, and both goals' offsets)
     cannot be met with it, and the hint says so, by how much; within reach, or with a length between them that can
-    change (a prismatic joint), nothing is told."""
+    change (a prismatic joint), the two are told of only as a pair missed together."""
     from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
     from fullbody_ik.solvers import Position, Tree
     from fullbody_ik.solvers.joints import FreeJoint, Joint
@@ -332,8 +332,41 @@ def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
     out = hints(tree, 0.5)  # 2.5 apart; the leg reaches 1 + 1 + 0.2 = 2.2
     assert len(out) == 1 and out[0].startswith("foot: its target and the target of 'hips'"), out
     assert "on 1 of the 1 frame it was not met, by up to 300 mm" in out[0]
-    assert hints(tree, 1.0) == [] and hints(tree, 0.5, missed=False) == []  # 2 apart: in reach; met
-    assert hints(tree_with("prismatic"), 0.5) == []  # the knee slides: no length to tell
+    assert hints(tree, 0.5, missed=False) == []  # met
+    # 2 apart, in reach; or the knee slides (no length to tell): both missed, only as a pair that shares the root
+    pair = ["hips and 'foot': both not met on 1 frame, though neither target is beyond what its bones reach, and they "
+            "share bones ('hips'): they may pull against each other there (their targets further apart, or nearer, "
+            "than the bones between them allow: proportions that differ from the targets'?)"]
+    assert hints(tree, 1.0) == pair and hints(tree_with("prismatic"), 0.5) == pair
+
+
+def test_a_goal_is_said_pulled_off_only_by_a_target_out_of_reach_by_half_its_miss_or_more():
+    """Two goals on one leg (thigh and shin turning at the hip and knee): the foot's target 0.3 beyond the leg's
+    reach, the knee's within its own. The knee's miss is put down to the foot's pull when the foot was out of reach
+    by half that miss or more; a knee missed by more than twice the foot's shortfall is told of only as a pair
+    missed together (a goal out of reach by 9 mm does not pull another 112 mm off)."""
+    from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
+    from fullbody_ik.solvers import Position, Tree
+    from fullbody_ik.solvers.joints import Joint
+
+    down = np.eye(4)
+    down[2, 3] = -1.0
+    tree = Tree([Joint("hip", "revolute", "hips", "thigh", np.eye(4), (1, 0, 0), -2.0, 2.0),
+                 Joint("knee", "revolute", "thigh", "shin", down, (1, 0, 0), -2.0, 2.0)])
+    anchors = (fixed_positions(tree, chain_roots(tree)), np.linalg.norm(tree.origin[:, :3, 3], axis=1))
+    goals = [[Position("thigh", (0.0, 0.6, -0.8), offset=(0.0, 0.0, -1.0)),  # the knee: on its sphere
+              Position("shin", (0.0, 0.0, -2.3), offset=(0.0, 0.0, -1.0))]]  # the foot: 2.3, the leg 2.0
+
+    def hints(knee_miss):
+        return reach_hints(tree, goals, [(0, "error"), (1, "error")], ["knee", "foot"], [1.0], [anchors],
+                           np.ones((1, 2), bool), np.array([[knee_miss, 0.3]]))
+
+    out = hints(0.5)
+    assert out[0].startswith("foot: its target was out of reach on 1 of the 1 frame it was not met, up to 300 mm")
+    assert out[1].startswith("knee: on 1 of the 1 frame it was not met, the target of 'foot' could not be reached"), out
+    out = hints(0.7)
+    assert out[1].startswith("knee and 'foot': both not met on 1 frame, and they share bones ('thigh')"), out
+    assert len(out) == 3 and "Free Root is off" in out[2]
 
 
 def test_limit_hints_name_the_joints_whose_limits_the_goals_pull_against():
@@ -493,7 +526,8 @@ def test_a_target_nearer_than_the_chain_folds_is_told_of(scene):
 def test_a_goal_pulled_off_by_another_out_of_reach_is_told_of(scene):
     """b1's tail has a target it reaches alone (1.90 from b0's head, its bones reach 2.00), b2's tail one far out of
     reach straight up: both miss, and the hint for b1's says on which frames the other's target was out of reach
-    and which bones they share. With b2's target within reach again, both are met and nothing is said."""
+    and which bones they share. With b2's target within reach again, both are met and nothing is said; with the
+    two targets each within reach but further apart than b2 spans, the two are told of as a pair."""
     obj, target = scene
     far = bpy.data.objects.new("Far", None)
     beside = bpy.data.objects.new("Beside", None)
@@ -506,11 +540,19 @@ def test_a_goal_pulled_off_by_another_out_of_reach_is_told_of(scene):
     report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
     assert not report.ok and report.errors[:, 1].min() > 0.1
     assert report.hints[1] == ("position b1 tail: on 24 of the 24 frames it was not met, the target of 'position b2 "
-                               "tail' was out of reach, and the two goals share bones ('b0', 'b1'): pulled toward "
-                               "that target, they take this goal with them"), report.hints
+                               "tail' could not be reached (its hint above), and the two goals share bones ('b0', "
+                               "'b1'): pulled toward that target, they take this goal with them"), report.hints
     far.location = (0.6, 0.0, 1.8 + math.sqrt(0.65))  # (b2 straight up from b1 on its target)
     report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
     assert report.ok and not report.hints, report.hints
+    # Each within reach alone, 1.22 apart where b2 spans 0.81: both missed, told as a pair, once
+    far.location = (-0.6, 0.0, 2.0)
+    report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
+    assert not report.ok and report.hints == [
+        "position b2 tail and 'position b1 tail': both not met on 24 frames, though neither target is beyond what "
+        "its bones reach, and they share bones ('b0', 'b1'): they may pull against each other there (their targets "
+        "further apart, or nearer, than the bones between them allow: proportions that differ from the targets'?)"], \
+        report.hints
 
 
 def test_the_bake_operators_max_angle_decides_an_angular_goals_verdict(scene):
@@ -541,16 +583,24 @@ def test_frames_past_the_animation_are_named_in_the_report(scene):
     bpy.context.scene.frame_end = 40
     assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
     report = json.loads(obj.animation_data.action[REPORT_PROPERTY])
-    assert report["notes"] == ["16 frames (25-40) lie outside the animation the bake follows (the armature's and the "
-                               "targets' actions span frames 1-24): there everything holds its end pose. A frame "
-                               "range past a clip's end (the scene's, by default)?"], report["notes"]
-    assert "  note: 16 frames (25-40) lie outside" in bpy.data.texts[REPORT_TEXT].as_string()
+    assert report["notes"] == ["16 frames (25-40) after it: outside the animation the bake follows (the armature's "
+                               "and the targets' actions span frames 1-24), where everything holds its last pose. A "
+                               "frame range longer than the clip?"], report["notes"]
+    assert "  note: 16 frames (25-40) after it: outside" in bpy.data.texts[REPORT_TEXT].as_string()
     from fullbody_ik.rig.bake import report_summary
 
     assert any(line.startswith("Note: 16 frames (25-40)") for line in report_summary(obj.animation_data.action))
     obj.animation_data.action = bpy.data.actions[report["source_action"]]
     assert bpy.ops.fullbody_ik.bake(frame_start=FRAMES[0], frame_end=FRAMES[1]) == {"FINISHED"}
     assert json.loads(obj.animation_data.action[REPORT_PROPERTY])["notes"] == []
+    # Before the first key, and a target given an action without keys (left out: it spans nothing)
+    obj.animation_data.action = bpy.data.actions[report["source_action"]]
+    target.animation_data.action = bpy.data.actions.new("no keys")
+    assert bpy.ops.fullbody_ik.bake(frame_start=-2, frame_end=25) == {"FINISHED"}
+    assert json.loads(obj.animation_data.action[REPORT_PROPERTY])["notes"] == [
+        "3 frames (-2 to 0) before it and 1 frame (25) after it: outside the animation the bake follows (the "
+        "armature's and the targets' actions span frames 1-24), where everything holds its first or last pose. A "
+        "frame range longer than the clip?"]
 
 
 def test_invoking_without_a_window_bakes_at_once(scene):
@@ -596,8 +646,8 @@ def test_tolerances_are_world_lengths_on_a_scaled_armature(scene):
 def test_a_pose_goals_angle_tolerance_is_its_own_setting(scene):
     """A Pose goal's Angle Tolerance (default 1e-3 rad) is its orientation's tolerance: b2 held to the empty's
     orientation while its tail follows the circle, a turn the chain cannot make on most frames, leaves the angle
-    short of 1e-3 rad there (by up to 0.2 rad); with an Angle Tolerance wider than that miss, the angle is short on none (the
-    position, pulled off by the turn, stays short: its own tolerance)."""
+    short of 1e-3 rad there (by up to 0.2 rad); with an Angle Tolerance wider than that miss, the angle is short on
+    none (the position, pulled off by the turn, stays short: its own tolerance)."""
     obj, target = scene
     target.rotation_euler = (0.0, 0.3, 0.0)
     g = obj.fullbody_ik.goals[0]

@@ -131,7 +131,7 @@ def test_a_bake_that_misses_its_goals_fails_names_the_frames_and_keeps_the_resul
     # the other goals the hips' pull took along on those frames (short of their 0.1 mm at least), told as such
     assert len(hints) > 1 and all(h.split(":")[0] in ("position RightHand head", "position LeftFoot head",
                                                       "position RightFoot head") and
-                                  "the target of 'position LeftHand head' was out of reach" in h and "'Hips'" in h
+                                  "the target of 'position LeftHand head' could not be reached" in h and "'Hips'" in h
                                   for h in hints[1:]), hints
     assert f"saved to {out}" in proc.stderr and out.exists()  # kept for inspection
     assert "np." not in proc.stderr + proc.stdout  # plain numbers in messages and JSON, under numpy 1 and 2
