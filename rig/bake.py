@@ -917,7 +917,8 @@ def _shared_hints(tree, chains, explained, unreached, labels, missed, errors):
         pulls = []
         for d, amounts in unreached.items():
             if d != c and chains[c] & chains[d]:
-                by = [k for k in rows if k in explained[d] and (errors is None or amounts[k] >= 0.5 * errors[k, c])]
+                by = [k for k in rows if k in explained[d] and k in amounts and
+                      (errors is None or amounts[k] >= 0.5 * errors[k, c])]
                 if by:
                     pulls.append((len(by), d))
         if pulls:
