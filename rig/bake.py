@@ -348,9 +348,9 @@ def animated_range(obj):
     return min(a for a, _ in ranges), max(b for _, b in ranges)
 
 
-def outside_warning(frames, span):
-    """A note on the frames outside what is animated (animated_range's span): there the armature and the targets
-    hold their first or last pose; '' when every frame is within it."""
+def outside_warning(frames, span, what="the armature's and the targets' actions span"):
+    """A note on the frames outside what is animated (animated_range's span; ``what`` spans it): there the
+    armature and the targets hold their first or last pose; '' when every frame is within it."""
     if span is None:
         return ""
     before = [f for f in frames if f < span[0]]
@@ -359,8 +359,8 @@ def outside_warning(frames, span):
         return ""
     parts = [f"{counted(len(fs), 'frame')} ({frame_ranges(fs, most=12)}) {where}"
              for fs, where in ((before, "before it"), (after, "after it")) if fs]
-    return (f"{' and '.join(parts)}: outside the animation the bake follows (the armature's and the targets' "
-            f"actions span frames {span[0]:g}-{span[1]:g}), where everything holds its "
+    return (f"{' and '.join(parts)}: outside the animation the bake follows ({what} frames "
+            f"{span[0]:g}-{span[1]:g}), where everything holds its "
             + ("first or last pose" if before and after else "first pose" if before else "last pose")
             + ". A frame range longer than the clip?")
 

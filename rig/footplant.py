@@ -21,7 +21,8 @@ import numpy as np
 from ..solvers import Displacement, Orientation, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError, _matrices, chains_to
-from .bake import BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, summary_lines
+from .bake import (BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, outside_warning,
+                   summary_lines)
 from .evaluation import evaluating_only
 from .feet import _side, find_feet, up_vector
 from .goals import cached_tree
@@ -1366,8 +1367,7 @@ def foot_placement(scene, obj, options, progress=None):
                         time.perf_counter() - started, heights, plan_.warnings, snapshots,
                         (1e3 * float(held.mean()), 1e3 * float(held.max())) if held.size else None)
     if outside:
-        report.warnings.append(f"{len(outside)} frames lie outside the action's range {a0:g}-{a1:g} "
-                               f"({_ranges(outside)}): the pose there is the action's held end")
+        report.warnings.append(outside_warning(frames, (a0, a1), f"the action {source_action.name!r} spans"))
     keep_report(action, bake_report)
     action[FEET_REPORT_PROPERTY] = json.dumps(report.to_dict())
     return report
