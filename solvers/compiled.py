@@ -34,6 +34,7 @@ import threading
 import time
 import traceback
 from itertools import chain
+from threading import get_ident
 from types import FunctionType, SimpleNamespace
 
 import numpy as np
@@ -450,7 +451,11 @@ def _tree_arrays(tree):
 def _with_origins(tree):
     """The kernels' packed tree (tp): _tree_arrays and the tree's origins as they are now (a rig's may change: in
     place, read by the kernels as they are, or a new array, packed anew)."""
-    arrays, tp = _tree_arrays(tree), tree.__dict__.get("_compiled_tp")
+    known = tree.__dict__
+    tp, arrays = known.get("_compiled_tp"), known.get("_compiled_arrays")
+    if tp is not None and arrays is not None and tp[3] is tree.origin and tp[0] is arrays[0]:  # (each solve: no call)
+        return tp
+    arrays = _tree_arrays(tree)
     if tp is None or tp[3] is not tree.origin or tp[0] is not arrays[0]:
         tp = arrays + (np.ascontiguousarray(tree.origin, dtype=float),)
         if tp[3] is tree.origin:  # (float64, contiguous: the tree's own array, kept)
@@ -459,6 +464,16 @@ def _with_origins(tree):
 
 
 _ZERO3, _ZERO9 = [0.0] * 3, [0.0] * 9
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _no_references(tree):
+    """A Kernel's references and their indices for goals without a Displacement: two empty arrays, made once per
+    tree."""
+    none = tree.__dict__.get("_compiled_no_references")
+    if none is None:
+        none = tree._compiled_no_references = (np.empty((0, tree.n)), np.empty((0, tree.n), dtype=np.int64))
+    return none
 
 
 class Kernel:
@@ -471,6 +486,16 @@ class Kernel:
     def __init__(self, tree, objectives):
         self.tree = tree
         self._judged = None
+        if type(objectives) is list and len(objectives) == 1 and type(objectives[0]) is Pose:  # (a Table I solve's
+            # one Pose: the same array and checks as the loop below makes, in a third of its steps)
+            o = objectives[0]
+            position, orientation = o.position, o.orientation
+            tp, ta = float(position.tolerance), float(orientation.tolerance)
+            self._checks = [(True, tp, True, ta, False, True)]
+            self._gp = (np.array([_CARTESIAN, tree.link_index[o.link], 0, 6, True, True, False, math.sqrt(o.weight), tp,
+                                  ta, *position.offset.tolist(), *position.target.tolist(), *_ZERO3,
+                                  *orientation.target.ravel().tolist()], dtype=float), *_no_references(tree))
+            return
         scalars, offsets, targets, looks, rotations = [], [], [], [], []  # per goal: _GOAL_SCALARS; offset,
         # position target, look axis (3 each); rotation target (9)
         checks = []  # per goal, what result and key judge: (needs its error, tolerance, its angle, tolerance,
@@ -532,10 +557,8 @@ class Kernel:
                 for row, i in enumerate(indices):
                     i = np.arange(tree.n) if i is None else i
                     idx[row, :len(i)] = i
-        else:  # (most problems: two empty arrays, made once per tree)
-            refs, idx = tree.__dict__.get("_compiled_no_references") or (np.empty((0, tree.n)),
-                                                                         np.empty((0, tree.n), dtype=np.int64))
-            tree._compiled_no_references = (refs, idx)
+        else:  # (most problems)
+            refs, idx = _no_references(tree)
         # one float array, field after field (_goals reads it): the scalars, offsets, position targets, look axes,
         # rotation targets; one array made, not 16 (a tracking frame builds a Kernel per solve)
         if len(scalars) == 1:  # (one goal, a Table I solve: the same list, 1 us sooner)
@@ -552,11 +575,12 @@ class Kernel:
         """restarts_kernel's Work for this tree in this thread (make_work), kept on the tree: made anew for a tree
         whose origins are a new array (packed anew: _with_origins). One per thread: frames solved at once in
         threads (tracking.Frames) never share work spaces."""
-        tp = _with_origins(self.tree)
-        works = self.tree.__dict__.get("_compiled_works")
+        tree = self.tree
+        tp = _with_origins(tree)
+        works = tree.__dict__.get("_compiled_works")
         if works is None:
-            works = self.tree._compiled_works = {}
-        thread = threading.get_ident()
+            works = tree._compiled_works = {}
+        thread = get_ident()
         kept = works.get(thread)
         if kept is None or kept[0] is not tp:
             kept = works[thread] = (tp, make_work(tp, self._gp, CHUNK))
@@ -2140,23 +2164,24 @@ def _chunk(tree, budget, now):
     half of what the time left (from ``now``) allows at this tree's measured cost per iteration (16 before any is
     measured), at least 4: a 72-variable rig's iteration costs about 0.25 ms, so 200 of them could overrun a drag
     step's budget by 50 ms."""
-    left = CHUNK if budget.max_iterations is None else min(CHUNK, budget.max_iterations - budget.iterations)
-    if budget.deadline is None or left <= 0:
+    most, deadline = budget.max_iterations, budget.deadline
+    left = CHUNK if most is None else min(CHUNK, most - budget.iterations)
+    if deadline is None or left <= 0:
         return left
-    seconds = budget.deadline - now
+    seconds = deadline - now
     if seconds <= 0.0:
         return 0
     per = tree.__dict__.get("_compiled_iteration_seconds")
     if per is None:
-        return min(left, 16)
-    return max(min(left, int(0.5 * seconds / per)), min(left, 4))
+        return 16 if left > 16 else left
+    return max(min(left, int(0.5 * seconds / per)), 4 if left > 4 else left)
 
 
 def kernel_seed(rng):
     """A seed for numba's generator (the kernels' random starts) from a solve's rng: a Generator, a seed or None;
     the same rng gives the same seed (an int is its own, without making a Generator: that costs more than a
     compiled solve)."""
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+    if type(rng) is int or isinstance(rng, np.integer):  # (bool, an int's subclass, is not a seed)
         return int(rng) % 2**32
     if rng is None:
         rng = _entropy
@@ -2190,12 +2215,13 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     measured cost per iteration (_chunk); iterations count into ``budget``. Returns (q, message, new starts made):
     the first answer that meets every goal, else the best."""
     work, gp, tree = k.work(), k._gp, k.tree
-    q = np.array(q, dtype=np.float64).reshape(-1)  # (a copy: the kernel writes into it where to go on from; flat,
-    # as _direct's entry point reads it)
+    # (a copy: the kernel writes into it where to go on from; flat and C-ordered, as _direct's entry point reads it)
+    q = q.copy() if type(q) is np.ndarray and q.ndim == 1 and q.dtype == _FLOAT64 else \
+        np.array(q, dtype=np.float64).reshape(-1)
     in_a_row = np.zeros(1, dtype=np.int64)
     n, goals = tree.n, len(k._checks)
     limited = max_restarts < 10**9
-    best_q, best_key, count, status = q, (True, np.inf), 0, None  # (status: the last kernel's; None: none ran)
+    best_q, best_key, count, status = q, (True, math.inf), 0, None  # (status: the last kernel's; None: none ran)
     now = time.perf_counter()
     while True:
         left = _chunk(tree, budget, now)
@@ -2220,7 +2246,7 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
             k._judged = (found, errors, E)  # (judge's: key and result need not evaluate it again)
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
-    if best_key[1] == np.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
+    if best_key[1] == math.inf:  # no kernel ran (the budget ended first), or nothing finite came of it
         if status is not None and not count:  # (one search: its own reason, as it ended)
             return q, MESSAGES[status], count
         q = project_packed(q, _with_origins(tree))
