@@ -14,6 +14,11 @@ URDF = os.path.join(ROOT, "data", "urdf")
 
 
 WARM_SECONDS = 0.2  # a core kept busy this long before a timed turn (warm_cpu)
+# Solves each solver (ours, each peer) makes untimed on the first targets of a turn before timing it (table1's
+# interleaved run, peers.py --serve): each is timed as it runs in a loop of solves, warm, not just after the other
+# process's turn. Without them the two sides were not alike: rtb's Chan runs right after rtb's Sugihara, its same
+# C++ code, while our turn follows ikpy's second of numpy; our first 5 solves of a turn ran 40 % slower.
+WARM_SOLVES = 5
 
 
 def warm_cpu(seconds=WARM_SECONDS):
