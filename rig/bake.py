@@ -373,6 +373,28 @@ def _goal_label(goal):
     return f"{kind} {goal.bone}{point}"
 
 
+def goal_labels(goals, places):
+    """_goal_label of each goal, told apart where two would read alike (two goals on one bone, say): by their
+    targets ("to Empty.001", "to Rig:hand.R"), else by their ``places`` (1-based, in the sidebar's list: "goal 3")."""
+    plain = [_goal_label(g) for g in goals]
+    labels = list(plain)
+    for label in set(plain):
+        alike = [j for j, other in enumerate(plain) if other == label]
+        if len(alike) < 2:
+            continue
+        targets = [_target_name(goals[j]) for j in alike]
+        for j, target in zip(alike, targets):
+            labels[j] = f"{label} to {target}" if target and targets.count(target) == 1 else \
+                f"{label} (goal {places[j]})"
+    return labels
+
+
+def _target_name(goal):
+    if goal.target is None:
+        return ""
+    return f"{goal.target.name}:{goal.subtarget}" if goal.subtarget else goal.target.name
+
+
 STEP_LIMIT = 1.0  # seconds a step of the modal bake (Baker.steps) lasts at most
 
 
@@ -391,14 +413,15 @@ class ArmatureGoals:
         self.obj = obj
         self.tree, self.mapping = settings_tree(obj)
         self._objectives = GoalObjectives(obj, self.tree, self.mapping)
+        places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
         # One column per error: a pose goal has two (position, and its angle from its details).
         self.columns = [(i, "error") for i in self.goal_index]
         self.columns += [(i, "angular_error") for i in self.goal_index if enabled[i].kind == "POSE"]
         self.columns.sort(key=lambda c: (c[0], c[1] != "error"))
-        self.labels = [_goal_label(enabled[i]) + (" (angle)" if field == "angular_error" else "")
-                       for i, field in self.columns]
+        names = goal_labels(enabled, places)
+        self.labels = [names[i] + (" (angle)" if field == "angular_error" else "") for i, field in self.columns]
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS or field == "angular_error" else "m"
                       for i, field in self.columns]
 

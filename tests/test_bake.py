@@ -555,6 +555,28 @@ def test_a_goal_pulled_off_by_another_out_of_reach_is_told_of(scene):
         report.hints
 
 
+def test_two_goals_on_one_bone_are_told_apart_in_the_report(scene):
+    """Two position goals on b2's tail read alike: the report names them by their targets, and by their places in
+    the goal list (disabled goals counted) where they share a target; a goal alone keeps its plain label."""
+    obj, target = scene
+    other = bpy.data.objects.new("Other", None)
+    bpy.context.scene.collection.objects.link(other)
+    other.location = (0.5, 0.5, 1.9)
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.use_tail = "POSITION", "b2", other, True
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.use_tail = "POSITION", "b1", other, True
+    report = Baker(bpy.context.scene, obj, BakeOptions(1, 2)).run()
+    assert report.goals == ["position b2 tail to Target", "position b2 tail to Other", "position b1 tail"]
+    assert not report.ok and all(" to " in h.split(":")[0] for h in report.hints if h.startswith("position b2")), \
+        report.hints
+    obj.fullbody_ik.goals[2].enabled = False
+    g = obj.fullbody_ik.goals.add()
+    g.kind, g.bone, g.target, g.use_tail = "POSITION", "b2", target, True
+    report = Baker(bpy.context.scene, obj, BakeOptions(1, 2)).run()
+    assert report.goals == ["position b2 tail (goal 1)", "position b2 tail to Other", "position b2 tail (goal 4)"]
+
+
 def test_the_bake_operators_max_angle_decides_an_angular_goals_verdict(scene):
     """The operator's Max Angle is the angular goals' threshold (as the CLI's --max-angle): b2 held to the target
     empty's orientation while its tail follows the empty's circle, a turn its chain cannot make at the same time,
