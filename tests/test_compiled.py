@@ -435,6 +435,19 @@ def test_a_kernel_is_compiled_once_per_argument_type_not_per_constant_passed():
     assert len(inner.overloads) == 1, list(inner.overloads)
 
 
+def test_a_lone_pose_is_packed_as_the_general_loop_packs_it(iiwa):
+    """Kernel packs a list holding one Pose in one step (a Table I solve's): the same goal array, references and
+    checks as its loop over goals makes (given a tuple, which takes the loop), with an offset, a weight and
+    tolerances of its own."""
+    tree, tip = iiwa, "lbr_iiwa_link_7"
+    target = tree.fk(np.full(tree.n, 0.3))[tip]
+    pose = Pose(tip, target, offset=(0.01, 0.02, 0.03), weight=2.0, tolerance=2e-4, angular_tolerance=3e-3)
+    short, loop = compiled.Kernel(tree, [pose]), compiled.Kernel(tree, (pose,))
+    assert short._checks == loop._checks
+    for a, b in zip(short._gp, loop._gp):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+
 def test_a_continuity_goals_reference_is_packed_in_the_kernels_own_type(iiwa):
     """A lone Displacement over every variable is packed without a loop: from a copy, so that a read-only reference
     (numba's type of its own: a compile of the kernel anew, 25 s, mid-bake) or one the caller changes after the solve
