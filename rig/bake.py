@@ -328,21 +328,35 @@ def _check_replace(obj, action, slot):
 
 
 def animated_range(obj):
-    """(first, last) frame of the actions the bake of ``obj`` follows: the armature's and those of its goals'
-    targets and what they hang from (each action's manual frame range where it has one, else its keys'; an
-    action without keys is left out); None when nothing is animated."""
+    """(first, last) frame of the animation the bake of ``obj`` follows: the armature's and its goals' targets',
+    and of what each of them hangs from or is constrained to (an object constraint's target, and the armature's
+    bone constraints'): each action's manual frame range where it has one, else its keys' (an action without keys
+    is left out), and the strips of the NLA tracks that play (not muted; the solo track alone where there is
+    one); None when nothing is animated."""
     ranges, seen = [], set()
-    for o in [obj] + [g.target for g in obj.fullbody_ik.goals if g.enabled and g.target is not None]:
-        while o is not None and o.name_full not in seen:
-            seen.add(o.name_full)
-            ad = o.animation_data
-            if ad is not None and ad.action is not None and ad.action.use_frame_range:
-                ranges.append(tuple(ad.action.frame_range))
-            else:
-                keys = [fc.range() for bag in channelbags(o) for fc in bag.fcurves if len(fc.keyframe_points)]
-                if keys:
-                    ranges.append((min(a for a, _ in keys), max(b for _, b in keys)))
-            o = o.parent
+    todo = [obj] + [g.target for g in obj.fullbody_ik.goals if g.enabled and g.target is not None]
+    while todo:
+        o = todo.pop()
+        if o is None or o.name_full in seen:
+            continue
+        seen.add(o.name_full)
+        ad = o.animation_data
+        if ad is not None and ad.action is not None and ad.action.use_frame_range:
+            ranges.append(tuple(ad.action.frame_range))
+        else:
+            keys = [fc.range() for bag in channelbags(o) for fc in bag.fcurves if len(fc.keyframe_points)]
+            if keys:
+                ranges.append((min(a for a, _ in keys), max(b for _, b in keys)))
+        if ad is not None:
+            tracks = [t for t in ad.nla_tracks if not t.mute]
+            solo = [t for t in tracks if t.is_solo]
+            ranges += [(s.frame_start, s.frame_end) for t in (solo or tracks) for s in t.strips if not s.mute]
+        constraints = list(o.constraints)
+        if o == obj and o.pose is not None:
+            constraints += [c for b in o.pose.bones for c in b.constraints]
+        todo += [c.target for c in constraints if getattr(c, "target", None) is not None and c.enabled
+                 and c.influence > 0.0]
+        todo.append(o.parent)
     if not ranges:
         return None
     return min(a for a, _ in ranges), max(b for _, b in ranges)

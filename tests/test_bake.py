@@ -625,6 +625,37 @@ def test_frames_past_the_animation_are_named_in_the_report(scene):
         "frame range longer than the clip?"]
 
 
+def test_animation_through_nla_strips_and_constraints_counts_as_animated(scene):
+    """The target follows a leader empty (Copy Location, its offset kept) whose motion plays from an NLA strip
+    (frames 1-40, no active action): frames 25-40 are animated and the report has no note. The strip's track
+    muted, or the constraint off, the animation the bake follows ends at 24 again and the note names 25-40."""
+    obj, target = scene
+    bpy.context.scene.frame_end = 40
+    leader = bpy.data.objects.new("Leader", None)
+    bpy.context.scene.collection.objects.link(leader)
+    for f, z in ((1, 0.0), (40, -0.05)):
+        leader.location = (0.0, 0.0, z)
+        leader.keyframe_insert("location", frame=f)
+    ad = leader.animation_data
+    track = ad.nla_tracks.new()
+    track.strips.new("lead", 1, ad.action)
+    ad.action = None
+    follow = target.constraints.new("COPY_LOCATION")
+    follow.target, follow.use_offset = leader, True
+    source = obj.animation_data.action
+    assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+    report = json.loads(obj.animation_data.action[REPORT_PROPERTY])
+    assert report["notes"] == [] and all(report["per_frame"]["success"]) and report["ok"], report
+    note = ["16 frames (25-40) after it: outside the animation the bake follows (the armature's and the targets' "
+            "actions span frames 1-24), where everything holds its last pose. A frame range longer than the clip?"]
+    for off in (lambda: setattr(track, "mute", True), lambda: setattr(follow, "enabled", False)):
+        track.mute, follow.enabled = False, True
+        off()
+        obj.animation_data.action = source
+        assert bpy.ops.fullbody_ik.bake() == {"FINISHED"}
+        assert json.loads(obj.animation_data.action[REPORT_PROPERTY])["notes"] == note
+
+
 def test_invoking_without_a_window_bakes_at_once(scene):
     obj, target = scene
     assert bpy.ops.fullbody_ik.bake("INVOKE_DEFAULT") == {"FINISHED"}
