@@ -457,6 +457,8 @@ def test_cancel_writes_nothing(scene):
     ("target deleted", "was deleted"),
     ("bone renamed", "not found"),
     ("linked action", "linked"),
+    ("target a bone of the rig", r"targets 'b0', a bone of 'Arm' itself, which the bake moves"),
+    ("target hangs from the rig", r"its target 'Target' \(through 'Holder'\) hangs from bone 'b1' of 'Arm'"),
 ])
 def test_bad_input_bakes_nothing_and_says_why(scene, breakage, message, tmp_path):
     obj, target = scene
@@ -470,6 +472,13 @@ def test_bad_input_bakes_nothing_and_says_why(scene, breakage, message, tmp_path
         bpy.data.objects.remove(target)
     elif breakage == "bone renamed":
         obj.fullbody_ik.goals[0].bone = "gone"
+    elif breakage == "target a bone of the rig":  # (read before the solve moves it: met where it had been)
+        obj.fullbody_ik.goals[0].target, obj.fullbody_ik.goals[0].subtarget = obj, "b0"
+    elif breakage == "target hangs from the rig":
+        holder = bpy.data.objects.new("Holder", None)
+        bpy.context.scene.collection.objects.link(holder)
+        holder.parent, holder.parent_type, holder.parent_bone = obj, "BONE", "b1"
+        target.parent = holder
     elif breakage == "linked action":
         path = str(tmp_path / "lib.blend")
         bpy.data.libraries.write(path, {obj.animation_data.action})
