@@ -490,7 +490,14 @@ class Baker:
             raise RigError(str(e)) from None
         self.method = self.tracker.method
         self.frames = list(range(options.frame_start, options.frame_end + 1, options.step))
+        if self.frames[-1] != options.frame_end:  # (the range's last frame too: past the last step the source's own
+            # keys stayed, and its pose played there unbaked)
+            self.frames.append(options.frame_end)
         self.outside = outside_warning(self.frames, animated_range(obj))
+        between = options.frame_end - options.frame_start + 1 - len(self.frames)
+        self.between = "" if not between else (
+            f"keyed every {options.step} frames (and at {options.frame_end}, the last): the {counted(between, 'frame')} "
+            "between the keys are Blender's interpolation of them, not solved and not judged")
         self.frame_before = (scene.frame_current, scene.frame_subframe)
         self.Q, self.errors, self.success, self.violations = [], [], [], []
         self.short = []  # per frame, per report column: its goal left beyond its own tolerance by the solve
@@ -808,7 +815,7 @@ class Baker:
                                 for name, (f, off) in self.scaled.items()],
                             self.options.max_error, self.options.angle_threshold(),
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
-        report.notes = [self.outside] if self.outside else []
+        report.notes = [n for n in (self.outside, self.between) if n]
         short = np.array(self.short, dtype=bool).reshape(report.errors.shape)
         if report.missed().any() or short.any():  # (why, also for goals short of their own tolerance only)
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])

@@ -665,6 +665,20 @@ def test_animation_through_nla_strips_and_constraints_counts_as_animated(scene):
         assert json.loads(obj.animation_data.action[REPORT_PROPERTY])["notes"] == note
 
 
+def test_a_stepped_bake_keys_the_ranges_last_frame_and_says_the_frames_between_are_not_judged(scene):
+    """Every 5th frame of 1-24 is 1, 6, ..., 21: frame 24 is keyed too (before, the source's keys stayed past 21
+    and its unsolved pose played there); no other key is left in the range, and the report says the frames between
+    the keys are interpolated, not judged."""
+    obj, target = scene
+    assert bpy.ops.fullbody_ik.bake(step=5) == {"FINISHED"}
+    report = json.loads(obj.animation_data.action[REPORT_PROPERTY])
+    assert report["per_frame"]["frame"] == [1, 6, 11, 16, 21, 24]
+    assert {k.co[0] for fc in channelbag(obj).fcurves for k in fc.keyframe_points} == {1, 6, 11, 16, 21, 24}
+    assert tip_error(obj, target, 24) < 2e-4
+    assert report["notes"] == ["keyed every 5 frames (and at 24, the last): the 18 frames between the keys are "
+                               "Blender's interpolation of them, not solved and not judged"], report["notes"]
+
+
 def test_invoking_without_a_window_bakes_at_once(scene):
     obj, target = scene
     assert bpy.ops.fullbody_ik.bake("INVOKE_DEFAULT") == {"FINISHED"}
