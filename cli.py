@@ -488,13 +488,14 @@ def _importer_output():
 
 def _load(bpy, path, what, bvh_scale=1.0, bvh_resample=False):
     """Bring the armatures (and what comes with them) of a motion or character file into the open scene;
-    returns the objects it added. ``bvh_resample``: a BVH's keys at the scene's frame rate (Blender's importer's
-    Scale FPS), not one a frame."""
+    returns (the objects it added, {object: its name in the file}: a .blend's objects are renamed where the open
+    file has their names). ``bvh_resample``: a BVH's keys at the scene's frame rate (Blender's importer's Scale
+    FPS), not one a frame."""
     kind = IMPORTERS.get(os.path.splitext(path)[1].lower())
     if kind is None:
         raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
     _need_file(path)
-    before = set(bpy.data.objects)
+    before, named = set(bpy.data.objects), {}
     with _importer_output():
         try:
             if kind == "bvh":
@@ -506,10 +507,12 @@ def _load(bpy, path, what, bvh_scale=1.0, bvh_resample=False):
                 bpy.ops.import_scene.gltf(filepath=os.path.abspath(path))
             else:
                 with bpy.data.libraries.load(os.path.abspath(path), link=False) as (src, dst):
-                    dst.objects = list(src.objects)
-                for o in dst.objects:
+                    names = list(src.objects)
+                    dst.objects = list(names)
+                for name, o in zip(names, dst.objects):
                     if o is not None:
                         bpy.context.scene.collection.objects.link(o)
+                        named[o] = name
         except (RuntimeError, OSError) as e:
             text = str(e).strip()
             if "Traceback (most recent call last)" in text:  # the importer's own failure: its exception, the
@@ -518,22 +521,35 @@ def _load(bpy, path, what, bvh_scale=1.0, bvh_resample=False):
                          and not ln.startswith(("Location:", "Traceback", "Error: Python: Traceback"))]
                 text = "the importer failed: " + (lines[-1] if lines else "(no message)")
             raise Failure(f"cannot read the {what} {path}: {text}") from None
-    return [o for o in bpy.data.objects if o not in before]
+    added = [o for o in bpy.data.objects if o not in before]
+    return added, {o: named.get(o, o.name) for o in added}
 
 
-def _pick_armature(objects, name, what, option):
+def _same_file(bpy, path):
+    """Whether ``path`` is the .blend file open now (Blender cannot load from it: its objects are here)."""
+    here = bpy.data.filepath
+    try:
+        return bool(here) and os.path.samefile(here, path)
+    except OSError:
+        return False
+
+
+def _pick_armature(objects, name, what, option, named=None):
+    """The armature of ``objects`` called ``name`` (in its file: ``named``, {object: name there}), or the only
+    one; a Failure listing them otherwise."""
     arms = [o for o in objects if o.type == "ARMATURE"]
+    label = (lambda o: named.get(o, o.name)) if named else (lambda o: o.name)  # noqa: E731
     if name:
         for o in arms:
-            if o.name == name:
+            if label(o) == name:
                 return o
         raise Failure(f"no armature named {name!r} in the {what} (armatures: "
-                      f"{', '.join(repr(o.name) for o in arms) or 'none'})")
+                      f"{', '.join(repr(label(o)) for o in arms) or 'none'})")
     if len(arms) == 1:
         return arms[0]
     if not arms:
         raise Failure(f"the {what} holds no armature")
-    raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(o.name) for o in arms)})")
+    raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(label(o)) for o in arms)})")
 
 
 def _bone_map(path):
@@ -574,10 +590,15 @@ def run_retarget(args):
     else:
         with _stdout_to_stderr():
             bpy.ops.wm.read_homefile(use_empty=True)
-        characters = _load(bpy, args.target, "target", args.bvh_scale)
+        characters = _load(bpy, args.target, "target", args.bvh_scale)[0]
     target = _pick_armature(characters, args.target_object, "target", "--target-object")
-    added = _load(bpy, args.source, "source", args.bvh_scale, args.clip_rate == "scene")
-    source = _pick_armature(added, args.source_object, "source", "--source-object")
+    if _same_file(bpy, args.source):  # (the motion in the character's own file: its armature there, kept)
+        added, named = [], {}
+        source = _pick_armature([o for o in bpy.data.objects if o != target], args.source_object,
+                                "source (the character's own file, the target left out)", "--source-object")
+    else:
+        added, named = _load(bpy, args.source, "source", args.bvh_scale, args.clip_rate == "scene")
+        source = _pick_armature(added, args.source_object, "source", "--source-object", named)
     warnings = _clip_warnings(bpy.context.scene, clip, args.clip_rate == "scene")
     if args.action:
         _use_action(source, args.action)
@@ -592,6 +613,7 @@ def run_retarget(args):
                           progress=_progress(target, "retargeting onto"))
     except RigError as e:
         raise Failure(str(e)) from None
+    report.source = named.get(source, source.name)  # (as its file names it)
     for o in added:  # the source goes: the file holds the character with its new action
         bpy.data.objects.remove(o, do_unlink=True)
     verdict = report.feet.verdict if report.feet is not None else "rotation copy (no contacts planted)"

@@ -383,7 +383,7 @@ def animated_range(obj):
     return min(a for a, _ in ranges), max(b for _, b in ranges)
 
 
-def outside_warning(frames, span, what="the armature's and the targets' actions span"):
+def outside_warning(frames, span, what="the armature's and the targets' actions span", job="bake"):
     """A note on the frames outside what is animated (animated_range's span; ``what`` spans it): there the
     armature and the targets hold their first or last pose; '' when every frame is within it."""
     if span is None:
@@ -394,7 +394,7 @@ def outside_warning(frames, span, what="the armature's and the targets' actions 
         return ""
     parts = [f"{counted(len(fs), 'frame')} ({frame_ranges(fs, most=12)}) {where}"
              for fs, where in ((before, "before it"), (after, "after it")) if fs]
-    return (f"{' and '.join(parts)}: outside the animation the bake follows ({what} frames "
+    return (f"{' and '.join(parts)}: outside the animation the {job} follows ({what} frames "
             f"{span[0]:g}-{span[1]:g}), where everything holds its "
             + ("first or last pose" if before and after else "first pose" if before else "last pose")
             + ". A frame range longer than the clip?")

@@ -1367,7 +1367,8 @@ def foot_placement(scene, obj, options, progress=None):
                         time.perf_counter() - started, heights, plan_.warnings, snapshots,
                         (1e3 * float(held.mean()), 1e3 * float(held.max())) if held.size else None)
     if outside:
-        report.warnings.append(outside_warning(frames, (a0, a1), f"the action {source_action.name!r} spans"))
+        report.warnings.append(outside_warning(frames, (a0, a1), f"the action {source_action.name!r} spans",
+                                               "foot placement"))
     keep_report(action, bake_report)
     action[FEET_REPORT_PROPERTY] = json.dumps(report.to_dict())
     return report

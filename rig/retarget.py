@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .armature import RigError, _matrices, rotation_channels, rotation_path
+from .bake import outside_warning
 from .evaluation import evaluating_only
 from .footplant import _driven, _turn, sample_motion
 from .feet import find_feet
@@ -283,7 +284,11 @@ def retarget(scene, source, target, options=None, progress=None):
     last = a1 if options.frame_end is None else options.frame_end
     if last < first:
         raise RigError(f"inverted frame range {first}-{last}")
+    if last < a0 or first > a1:  # (every frame would hold the clip's first or last pose: a still, not a retarget)
+        raise RigError(f"frames {first}-{last} are all outside the source's action {src_action.name!r} (frames "
+                       f"{a0}-{a1}): choose frames within it")
     frames = list(range(first, last + 1))
+    outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
     try:
         t_feet = [f.ankle for f in find_feet(target)]
     except RigError:
@@ -417,6 +422,8 @@ def retarget(scene, source, target, options=None, progress=None):
                 write_keys(fc, fr, loc[:, c] if loc is not None else np.zeros(len(fr)))
             write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
     report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0)
+    if outside:
+        report.warnings.append(outside)
     if options.ik:
         held = {}
         if options.hands:  # each hand where the source's is from its pelvis, scaled, from the target's pelvis

@@ -8,6 +8,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 import fullbody_ik  # noqa: E402
+from fullbody_ik.rig.armature import RigError  # noqa: E402
 from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
 from fullbody_ik.rig.retarget import RetargetOptions, retarget  # noqa: E402
 from fullbody_ik.tools import scenes  # noqa: E402
@@ -214,6 +215,28 @@ def test_retarget_through_the_command_line(tmp_path):
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-map", bad)
     assert proc.returncode == 2 and "is not {\"roles\"" in proc.stderr
     assert not (tmp_path / "x.blend").exists()
+    # A motion in a .blend whose armature has the character's name: --source-object is its name in its own file
+    # (loaded beside the character it is renamed 'metarig.001', which was the name it had to be given)
+    proc = run("retarget", out, character, "--source-object", "metarig", "--output", tmp_path / "again.blend",
+               "--frames", "2-12", "--no-ik", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["report"]["source"] == "metarig"
+    # The motion and the character in one file, retargeted there (Blender cannot load a file from itself: that was
+    # a traceback); the motion's armature stays in the file
+    bpy.ops.wm.open_mainfile(filepath=str(character))
+    with bpy.data.libraries.load(str(out)) as (src, dst):
+        dst.objects = ["metarig"]
+    bpy.context.scene.collection.objects.link(dst.objects[0])
+    dst.objects[0].name = "walker"
+    both = tmp_path / "both.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(both))
+    proc = run("retarget", both, both, "--source-object", "walker", "--target-object", "metarig", "--output",
+               tmp_path / "both_out.blend", "--frames", "2-12", "--no-ik", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["report"]["source"] == "walker"
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "both_out.blend"))
+    assert sorted(o.name for o in bpy.data.objects if o.type == "ARMATURE") == ["metarig", "walker"]
+    assert bpy.data.objects["metarig"].animation_data.action.name == json.loads(proc.stdout)["report"]["action"]
 
 
 def test_the_operator_retargets_onto_the_active_armature_with_the_panels_settings():
@@ -348,6 +371,14 @@ def test_the_scene_range_grows_to_play_the_whole_retargeted_action():
     scene.frame_end = last + 40
     retarget(scene, source, target, RetargetOptions(first + 5, first + 30, ik=False))
     assert (scene.frame_start, scene.frame_end) == (first, last + 40)
+    assert report.warnings == []
+    # Frames past the clip: a note naming them; frames all past it: refused (every frame would be its last pose)
+    report = retarget(scene, source, target, RetargetOptions(last - 5, last + 10, ik=False))
+    assert report.warnings == [f"10 frames ({last + 1}-{last + 10}) after it: outside the animation the retarget "
+                               f"follows (the action {source.animation_data.action.name!r} spans frames {first}-{last}), where "
+                               "everything holds its last pose. A frame range longer than the clip?"], report.warnings
+    with pytest.raises(RigError, match=rf"frames {last + 1}-{last + 9} are all outside the source's action"):
+        retarget(scene, source, target, RetargetOptions(last + 1, last + 9, ik=False))
 
 
 def test_a_clip_animated_on_a_generated_rigify_rig_is_a_source_through_its_deform_bones():
