@@ -188,6 +188,10 @@ class BakeReport:
 
     def text(self):
         s = self.summary()
+        length, angle = self.shown_difference()
+        differs = length > 1e-4 or angle > 1e-3
+        shown = " as solved (Blender shows another pose: below)" if differs else ""  # (the verdict is the shown
+        # pose's: 69/69 solved above "FAILED, 69 of 69 frames missed" read as a contradiction)
         lines = [f"Full-Body IK bake of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]} "
                  f"({counted(s['frames'], 'frame')}, method {self.method})",
                  f"  action: {self.action!r}" + (f" (from {self.source_action!r}, kept)" if self.source_action
@@ -195,7 +199,7 @@ class BakeReport:
                  + (f", backup {self.backup_action!r}" if self.backup_action else ""),
                  f"  bones keyed: {len(self.bones)}, keys: {self.keys}"
                  + (f" (thinned from {self.keys_before_thinning})" if self.keys != self.keys_before_thinning else ""),
-                 f"  frames with every goal within its tolerance: {s['solved_frames']}/{s['frames']}"
+                 f"  frames with every goal within its tolerance{shown}: {s['solved_frames']}/{s['frames']}"
                  + (f" (the others: {self.short_text()})"
                     if s['solved_frames'] < s['frames'] else ""),
                  f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict()['text']}",
@@ -211,8 +215,7 @@ class BakeReport:
         for i, (g, u) in enumerate(zip(self.goals, self.units)):
             e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
             lines.append(f"    {g}: mean {e.mean():.3f}, max {e.max():.3f} {'mm' if u == 'm' else 'deg'}")
-        length, angle = self.shown_difference()
-        if length > 1e-4 or angle > 1e-3:
+        if differs:
             lines.append(f"  the pose Blender shows differs from the solved one by up to {length * 1e3:.3f} mm, "
                          f"{np.degrees(angle):.3f} deg (errors above and the verdict are Blender's)")
         if self.hints:

@@ -209,6 +209,7 @@ def test_a_pose_scale_the_solve_does_not_model_is_named():
     assert not report.ok and report.verdict()["missed_frames"] == frames
     assert report.shown_difference()[0] > 0.01 and report.solved_errors.max() < 1e-3
     assert "the pose Blender shows differs from the solved one" in report.text()
+    assert "within its tolerance as solved (Blender shows another pose: below): 6/6" in report.text()
     from fullbody_ik.rig.goals import solve_pose
 
     bpy.context.scene.frame_set(frames[0])
