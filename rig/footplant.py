@@ -861,17 +861,30 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
         P0 = np.concatenate([P, ahead[:, None], behind[:, None]], axis=1).reshape(-1, 3)
         start = P0[:, 2] + 0.5 * leg + 1.0
 
-        def spread(d):
+        along = (P0[:, :2] - P0[:1, :2]) @ forward  # (each point's place along the foot: the same at every frame)
+        fit = np.vander(along.reshape(len(ts), -1)[0], 3)  # heights as a quadratic along the foot
+
+        def spread(d, smooth=False):
+            """The largest height range under the foot at a frame (``smooth``: the largest departure from a
+            quadratic along it, which a bumpy ground's curve meets and a step edge does not), slid by d."""
             Q = P0.copy()
             Q[:, :2] += d * forward
             hq, _, okq = terrain.below(Q, start)
-            return float(np.ptp(hq.reshape(len(ts), -1), axis=1).max()) if okq.all() else np.inf
+            if not okq.all():
+                return np.inf
+            H = hq.reshape(len(ts), -1)
+            if not smooth:
+                return float(np.ptp(H, axis=1).max())
+            return float(np.abs(fit @ np.linalg.lstsq(fit, H.T, rcond=None)[0] - H.T).max())
 
         if spread(0.0) < 0.02:
             continue
         steps = np.ravel(np.column_stack([np.arange(1, 121), -np.arange(1, 121)])) * 0.01
         steps = steps[np.abs(steps) <= 1.2 * length]
         best = next((d for d in steps if spread(d) < 0.01), None)
+        if best is None and spread(0.0, True) >= 0.01:  # no level spot near (a bumpy ground), and the foot
+            # across an edge there (its heights far from a curve): the nearest spot where they follow one
+            best = next((d for d in steps if spread(d, True) < 0.005), None)
         if best is None:
             continue
         move = np.zeros(3)

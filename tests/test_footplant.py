@@ -253,6 +253,30 @@ def test_stairs_feet_land_on_one_tread_and_toes_stay_above_the_steps():
     assert min(lowest) > -0.01
 
 
+def test_on_bumpy_stairs_a_foot_across_an_edge_is_slid_onto_one_tread_too():
+    """The stairs with bumps of 3-4 cm on them (a user's ground): no spot under a foot is level within 1 cm, which
+    the slide onto one tread looked for, so it gave up, and the left foot stood a whole stance across an edge (53
+    foot-frames with sole points on two treads; verdict OK). An edge is now told from the bumps by how far the
+    heights under the foot depart from a curve along it."""
+    from fullbody_ik.rig.footplant import SoleSampler
+
+    steps = scenes.stairs(0.15, 0.6, along=(0.0, -1.0), start=-1.35)
+    height = lambda x, y: steps(x, y) + 0.04 * np.sin(3.0 * x) * np.cos(2.5 * y) + 0.03 * np.sin(5.0 * y)  # noqa
+    obj, terrain = walk_on(height)
+    report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
+    assert report.ok, report.text()
+    sampler = SoleSampler(obj, find_feet(obj))
+    across = []  # (frame, foot): a sole point within 15 mm of the ground, and the foot's points on two treads
+    for f in range(FRAMES[0], FRAMES[1] + 1):
+        bpy.context.scene.frame_set(f)
+        pts = sampler.sample()
+        for k, cols in enumerate(sampler.cols):
+            p = pts[cols]
+            if (p[:, 2] - height(p[:, 0], p[:, 1])).min() < 0.015 and np.ptp(steps(p[:, 0], p[:, 1])) > 0.01:
+                across.append((f, k))
+    assert not across, across
+
+
 def test_feet_under_a_terrain_that_starts_above_them_are_set_on_its_top():
     """The source's floor 60 cm under a plateau (a character placed under the ground): the surface nearest
     the feet is the plateau's top, from the first frame on; the feet stand on it."""
