@@ -238,8 +238,16 @@ def default_output(path, output_dir=None, command="bake"):
     return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_{SUFFIX[command]}.blend")
 
 
-def _check_writable(path, what):
-    """UsageError unless a file can be written at path (its folder exists or can be made, and is writable)."""
+def _check_writable(path, what, suffix=None):
+    """UsageError unless a file can be written at path (its folder exists or can be made, and is writable; not a
+    folder, not a read-only file; ending in ``suffix`` when given), before any work: found after a bake, the job's
+    minutes were lost and its exit code was a failure's, not a usage error's."""
+    if suffix and not path.lower().endswith(suffix):
+        raise UsageError(f"{what} {path} must end in {suffix}")
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {what} {path}: it is a folder")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"cannot write {what} {path}: the file is read-only")
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -320,7 +328,7 @@ def _open(args):
         if not source and not args.output:
             raise UsageError("no .blend file loaded: give one, or --output")
     output = args.output or default_output(source, command=args.command)
-    _check_writable(output, "the output")
+    _check_writable(output, "the output", ".blend")
     if args.report:
         _check_writable(args.report, "the report")
     return source, output
@@ -577,7 +585,7 @@ def run_retarget(args):
     frames = parse_frames(args.frames) if args.frames else (None, None)
     maps = _bone_map(args.source_map), _bone_map(args.target_map)  # bad maps refused before anything is loaded
     output = args.output or default_output(args.target, command="retarget")
-    _check_writable(output, "the output")
+    _check_writable(output, "the output", ".blend")
     clip = None  # a BVH's (frames declared, held, seconds a frame): a broken one said so before anything loads,
     # not as the importer's IndexError
     if os.path.splitext(args.source)[1].lower() == ".bvh" and os.path.isfile(args.source):

@@ -94,6 +94,11 @@ def test_missing_file_and_broken_scenes(tmp_path, scene_file):
     blocker.write_text("")
     proc = run("bake", scene_file, "--frames", "1-3", "--output", blocker / "out.blend")  # its folder is a file
     assert proc.returncode == 2 and "cannot write the output" in proc.stderr
+    # Found before any frame is baked, as usage errors (a folder, a name without .blend: found after the bake, exit 1)
+    (tmp_path / "folder.blend").mkdir()
+    for out, message in ((tmp_path / "folder.blend", "it is a folder"), (tmp_path / "noext", "must end in .blend")):
+        proc = run("bake", scene_file, "--frames", "1-3", "--output", out)
+        assert proc.returncode == 2 and message in proc.stderr and "Baked" not in proc.stderr, proc.stderr
     for breakage, message in (("target deleted", "was deleted"), ("nan", "NaN or infinite key")):
         path = save_scene(tmp_path / f"{breakage.replace(' ', '_')}.blend", breakage)
         out = tmp_path / "out.blend"
