@@ -23,7 +23,8 @@ from .armature import (
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .evaluation import evaluating_only
-from .goals import ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
+from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, check_not_on_the_rig, settings_tracker,
+                    settings_tree, world_scale)
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -304,31 +305,13 @@ def check_bake(obj, options):
         raise RigError(f"the largest accepted error must be 0 or more (inf accepts any), got {options.max_error}")
     for number, g in enumerate(obj.fullbody_ik.goals, 1):
         if g.enabled and g.target is not None:
-            _check_not_on_the_rig(obj, g, number)
+            check_not_on_the_rig(obj, g, number)
     checked = {obj.name_full}
     _check_curves(obj)
     for g in obj.fullbody_ik.goals:  # each target once (goals on one mocap's bones share it: 70 ms each time)
         if g.enabled and g.target is not None and g.target.name_full not in checked:
             checked.add(g.target.name_full)
             _check_curves(g.target)
-
-
-def _check_not_on_the_rig(obj, goal, number):
-    """A goal's target must not move with the pose the bake solves: a bone of the armature itself, or an object
-    hanging from one of its bones (the target is read before the solve, which then moves it: the bake met where the
-    target had been, not where it went, 49 cm off on a user's hand held to the head)."""
-    o, via = goal.target, ""
-    if o == obj and goal.subtarget:
-        raise RigError(f"goal {number} ({goal.kind.replace('_', ' ').lower()}) targets {goal.subtarget!r}, a bone "
-                       f"of {obj.name!r} itself, which the bake moves: target an empty (or another armature's bone), "
-                       "or copy that bone's motion to an empty first")
-    while o is not None:
-        if o.parent == obj and o.parent_type == "BONE":
-            raise RigError(f"goal {number} ({goal.kind.replace('_', ' ').lower()}): its target {goal.target.name!r}"
-                           f"{via} hangs from bone {o.parent_bone!r} of {obj.name!r}, which the bake moves: unparent "
-                           "the target (keeping its motion baked), or parent it to something else")
-        via = f" (through {o.parent.name!r})" if o.parent is not None else via
-        o = o.parent
 
 
 def _check_replace(obj, action, slot):

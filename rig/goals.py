@@ -171,12 +171,33 @@ def world_scale(obj):
     return float(sum(norms) / 3.0)
 
 
+def check_not_on_the_rig(obj, goal, number):
+    """A goal's target must not move with the pose being solved: a bone of the armature itself, or an object hanging
+    from one of its bones (the target is read before the solve, which then moves it: a bake met where the target
+    had been, not where it went, 49 cm off on a user's hand held to the head, verdict OK)."""
+    o, via = goal.target, ""
+    if o == obj and goal.subtarget:
+        raise RigError(f"{_where(number, goal)} targets {goal.subtarget!r}, a bone "
+                       f"of {obj.name!r} itself, which the solve moves: target an empty (or another armature's bone), "
+                       "or copy that bone's motion to an empty first")
+    while o is not None:
+        if o.parent == obj and o.parent_type == "BONE":
+            raise RigError(f"{_where(number, goal)}: its target {goal.target.name!r}"
+                           f"{via} hangs from bone {o.parent_bone!r} of {obj.name!r}, which the solve moves: unparent "
+                           "the target (keeping its motion baked), or parent it to something else")
+        via = f" (through {o.parent.name!r})" if o.parent is not None else via
+        o = o.parent
+
+
 def goal_objectives(obj, goals, tree, mapping, q_start):
     """Objectives for the enabled goals; a RigError names the first goal that cannot be used."""
     # Tolerances and distances are world lengths; the tree lives in the armature's (uniformly scaled) space.
     unit = 1.0 / world_scale(obj)
     enabled = [(number, goal) for number, goal in enumerate(goals, start=1) if goal.enabled]
     targeted = [(number, goal) for number, goal in enabled if GOAL_KINDS[goal.kind].target]
+    for number, goal in targeted:
+        if goal.target is not None:
+            check_not_on_the_rig(obj, goal, number)
     T = dict(zip((number for number, _ in targeted), _named_targets(obj, targeted)))
     objectives = []
     for number, goal in enabled:

@@ -457,7 +457,7 @@ def test_cancel_writes_nothing(scene):
     ("target deleted", "was deleted"),
     ("bone renamed", "not found"),
     ("linked action", "linked"),
-    ("target a bone of the rig", r"targets 'b0', a bone of 'Arm' itself, which the bake moves"),
+    ("target a bone of the rig", r"targets 'b0', a bone of 'Arm' itself, which the solve moves"),
     ("target hangs from the rig", r"its target 'Target' \(through 'Holder'\) hangs from bone 'b1' of 'Arm'"),
 ])
 def test_bad_input_bakes_nothing_and_says_why(scene, breakage, message, tmp_path):

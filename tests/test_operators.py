@@ -67,6 +67,7 @@ def test_several_goals_and_keys_with_auto_keying(rig):
 @pytest.mark.parametrize("breakage,message", [
     ("rename", "not found"), ("nan", "not finite"), ("no goals", "no enabled goal"), ("object mode", None),
     ("delete target", "was deleted"),
+    ("a bone of the rig", "targets 'hand.R', a bone of 'metarig' itself, which the solve moves"),
 ])
 def test_bad_goals_change_nothing_and_say_why(rig, breakage, message):
     obj = rig
@@ -83,6 +84,8 @@ def test_bad_goals_change_nothing_and_say_why(rig, breakage, message):
         bpy.ops.object.mode_set(mode="OBJECT")
     elif breakage == "delete target":
         bpy.data.objects.remove(goal.target)
+    elif breakage == "a bone of the rig":  # (read before the solve moves it: met where it had been)
+        goal.target, goal.subtarget = obj, "hand.R"
     before = {pb.name: tuple(pb.rotation_quaternion) for pb in obj.pose.bones}
     if message is None:  # Solve also works from Object Mode
         assert bpy.ops.fullbody_ik.solve() == {"FINISHED"}
