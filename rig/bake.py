@@ -23,8 +23,7 @@ from .armature import (
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .evaluation import evaluating_only
-from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, check_not_on_the_rig, settings_tracker,
-                    settings_tree, world_scale)
+from .goals import ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -303,9 +302,6 @@ def check_bake(obj, options):
         raise RigError("thinning tolerance, continuity weight and time limit must not be negative")
     if not options.max_error >= 0 or not options.angle_threshold() >= 0:
         raise RigError(f"the largest accepted error must be 0 or more (inf accepts any), got {options.max_error}")
-    for number, g in enumerate(obj.fullbody_ik.goals, 1):
-        if g.enabled and g.target is not None:
-            check_not_on_the_rig(obj, g, number)
     checked = {obj.name_full}
     _check_curves(obj)
     for g in obj.fullbody_ik.goals:  # each target once (goals on one mocap's bones share it: 70 ms each time)

@@ -861,8 +861,10 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
         P0 = np.concatenate([P, ahead[:, None], behind[:, None]], axis=1).reshape(-1, 3)
         start = P0[:, 2] + 0.5 * leg + 1.0
 
-        along = (P0[:, :2] - P0[:1, :2]) @ forward  # (each point's place along the foot: the same at every frame)
-        fit = np.vander(along.reshape(len(ts), -1)[0], 3)  # heights as a quadratic along the foot
+        # heights as a quadratic of each point's place along the foot, as at the contact's first frame (a standing
+        # foot's points keep their places along it)
+        first = P0[:P0.shape[0] // len(ts), :2]
+        fit = np.vander((first - first[0]) @ forward, 3)
 
         def spread(d, smooth=False):
             """The largest height range under the foot at a frame (``smooth``: the largest departure from a

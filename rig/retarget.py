@@ -288,7 +288,6 @@ def retarget(scene, source, target, options=None, progress=None):
         raise RigError(f"frames {first}-{last} are all outside the source's action {src_action.name!r} (frames "
                        f"{a0}-{a1}): choose frames within it")
     frames = list(range(first, last + 1))
-    outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
     try:
         t_feet = [f.ankle for f in find_feet(target)]
     except RigError:
@@ -422,8 +421,8 @@ def retarget(scene, source, target, options=None, progress=None):
                 write_keys(fc, fr, loc[:, c] if loc is not None else np.zeros(len(fr)))
             write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
     report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0)
-    if outside:
-        report.warnings.append(outside)
+    outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
+    report.warnings += [outside] if outside else []
     if options.ik:
         held = {}
         if options.hands:  # each hand where the source's is from its pelvis, scaled, from the target's pelvis
