@@ -476,6 +476,29 @@ def _no_references(tree):
     return none
 
 
+def _kept(tree, gp):
+    """(Work, in_a_row (1,)) of this tree in this thread: Kernel.work's, and search's count of partial restarts in a
+    row (it sets it to 0 first), kept on the tree, per thread (_compiled_works), the last thread's also in one tuple
+    found in one look-up (_compiled_last: a solve asks; three look-ups and _with_origins cost 1 us of a 34 us
+    Table I solve)."""
+    known = tree.__dict__
+    last = known.get("_compiled_last")
+    if last is not None and last[0] == get_ident() and last[1] is tree.origin and \
+            last[2] is known.get("_compiled_arrays"):
+        return last[3]
+    tp = _with_origins(tree)
+    works = known.get("_compiled_works")
+    if works is None:
+        works = tree._compiled_works = {}
+    thread = get_ident()
+    kept = works.get(thread)
+    if kept is None or kept[0] is not tp:
+        kept = works[thread] = (tp, (make_work(tp, gp, CHUNK), np.zeros(1, dtype=np.int64)))
+    if tp[3] is tree.origin:  # (else tp is a copy of the origins made for this solve: packed again at the next)
+        tree._compiled_last = (thread, tree.origin, known.get("_compiled_arrays"), kept[1])
+    return kept[1]
+
+
 class Kernel:
     """A problem encoded as arrays for the compiled functions: the tree packed (``arrays()[0]``, read by _tree as
     links' parents, origins, joint kinds, axes, variables, limits; bounds, weights, ancestors) and the goals packed
@@ -487,14 +510,16 @@ class Kernel:
         self.tree = tree
         self._judged = None
         if type(objectives) is list and len(objectives) == 1 and type(objectives[0]) is Pose:  # (a Table I solve's
-            # one Pose: the same array and checks as the loop below makes, in a third of its steps)
+            # one Pose: the same array and checks as the loop below makes, written by compiled code: a list of its
+            # 28 floats and np.array of it cost 4.4 us of a 40 us ur5 solve, this 2.4)
             o = objectives[0]
             position, orientation = o.position, o.orientation
             tp, ta = float(position.tolerance), float(orientation.tolerance)
             self._checks = [(True, tp, True, ta, False, True)]
-            self._gp = (np.array([_CARTESIAN, tree.link_index[o.link], 0, 6, True, True, False, math.sqrt(o.weight), tp,
-                                  ta, *position.offset.tolist(), *position.target.tolist(), *_ZERO3,
-                                  *orientation.target.ravel().tolist()], dtype=float), *_no_references(tree))
+            gf = np.empty(_GOAL_FLOATS)
+            _pack_pose(gf, tree.link_index[o.link], math.sqrt(o.weight), tp, ta, position.offset, position.target,
+                       orientation.target)
+            self._gp = (gf, *_no_references(tree))
             return
         scalars, offsets, targets, looks, rotations = [], [], [], [], []  # per goal: _GOAL_SCALARS; offset,
         # position target, look axis (3 each); rotation target (9)
@@ -575,16 +600,7 @@ class Kernel:
         """restarts_kernel's Work for this tree in this thread (make_work), kept on the tree: made anew for a tree
         whose origins are a new array (packed anew: _with_origins). One per thread: frames solved at once in
         threads (tracking.Frames) never share work spaces."""
-        tree = self.tree
-        tp = _with_origins(tree)
-        works = tree.__dict__.get("_compiled_works")
-        if works is None:
-            works = tree._compiled_works = {}
-        thread = get_ident()
-        kept = works.get(thread)
-        if kept is None or kept[0] is not tp:
-            kept = works[thread] = (tp, make_work(tp, self._gp, CHUNK))
-        return kept[1]
+        return _kept(self.tree, self._gp)[0]
 
     def tree_arrays(self):
         """The tree's tuple the kernels' inner functions take (made by _tree: for tests)."""
@@ -602,27 +618,70 @@ class Kernel:
             return known[1], known[2]
         return judge(np.ascontiguousarray(q, dtype=float), _with_origins(self.tree), self._gp)
 
-    def _met(self, errors):
-        """Each goal met (a list) by its errors (G, 2) (_goal_met's rule)."""
-        return [(not p or ep <= tp) and (not a or ea <= ta) for (p, tp, a, ta, _, _), (ep, ea) in
-                zip(self._checks, errors.tolist())]
-
     def key(self, q):
         """(not every goal met, cost) at q: how solve ranks the answers of its searches."""
         errors, cost = self.judge(q)
-        return not all(self._met(errors)), float(cost)
+        return not all(_met(self._checks, errors)), float(cost)
 
     def result(self, q, method, budget, message, restarts=0):
         """The Result of q judged by the compiled evaluation (the numpy objectives' errors, tolerances and cost:
-        tested equal), without a numpy FK."""
-        errors, cost = self.judge(q)
-        satisfied, out, details = [], [], []
-        for (p, tp, a, ta, angle, pose), (ep, ea) in zip(self._checks, errors.tolist()):
-            satisfied.append((not p or ep <= tp) and (not a or ea <= ta))  # (_met's rule)
-            out.append(ea if angle else ep)
-            details.append({"error": ep, "angular_error": ea} if pose else {"error": out[-1]})
-        return Result(q, all(satisfied), np.array(out), budget.iterations, budget.elapsed(), message, method,
-                      float(cost), satisfied, details, restarts)
+        tested equal), without a numpy FK; its per-goal lists made when first read (_JudgedResult)."""
+        known = self._judged
+        if known is not None and known[0] is q:  # (the kernel's own judgement of its answer: every goal met)
+            errors, cost, met = known[1], known[2], known[3]
+        else:
+            errors, cost = self.judge(q)
+            met = all(_met(self._checks, errors))
+        return _JudgedResult(q, met, budget.iterations, budget.elapsed(), message, method, float(cost), restarts,
+                             errors, self._checks)
+
+
+def _met(checks, errors):
+    """Each goal met (a list) by its errors (G, 2) and Kernel's checks (_goal_met's rule)."""
+    return [(not p or ep <= tp) and (not a or ea <= ta) for (p, tp, a, ta, _, _), (ep, ea) in
+            zip(checks, errors.tolist())]
+
+
+class _JudgedResult(Result):
+    """Kernel.result's Result: ``errors``, ``satisfied`` and ``details`` made from the kernel's errors (G, 2) and
+    the goals' checks when first read, the same as Result's (most callers read ``success`` and ``q``: making the
+    three at once, and freeing them, cost 3-4 us of a 40 us Table I solve). ``elites``: none."""
+
+    def __init__(self, q, success, iterations, elapsed, message, method, cost, restarts, goal_errors, checks):
+        self.q, self.success, self.iterations, self.elapsed, self.message = q, success, iterations, elapsed, message
+        self.method, self.cost, self.restarts = method, cost, restarts
+        self._goal_errors, self._checks = goal_errors, checks
+
+    @functools.cached_property
+    def errors(self):
+        return np.array([ea if angle else ep for (_, _, _, _, angle, _), (ep, ea) in
+                         zip(self._checks, self._goal_errors.tolist())])
+
+    @functools.cached_property
+    def satisfied(self):
+        return _met(self._checks, self._goal_errors)
+
+    @functools.cached_property
+    def details(self):
+        return [{"error": ep, "angular_error": ea} if pose else {"error": ea if angle else ep} for
+                (_, _, _, _, angle, pose), (ep, ea) in zip(self._checks, self._goal_errors.tolist())]
+
+    @functools.cached_property
+    def elites(self):
+        return []
+
+
+@njit(cache=True, leaf=True, entry=True)
+def _pack_pose(gf, link, sqrt_w, tol_p, tol_R, offset, target, R):
+    """A lone Pose packed into gf (_GOAL_FLOATS), as Kernel packs any goal: kind, link, slot, rows, has position,
+    has rotation, has look axis, sqrt weight, tolerances; offset, position target, look axis (none), rotation
+    target. (Compiled: making the list of these floats and an array of it cost Python twice as long.)"""
+    gf[0], gf[1], gf[2], gf[3], gf[4], gf[5], gf[6] = _CARTESIAN, link, 0.0, 6.0, 1.0, 1.0, 0.0
+    gf[7], gf[8], gf[9] = sqrt_w, tol_p, tol_R
+    for i in range(3):
+        gf[10 + i], gf[13 + i], gf[16 + i] = offset[i], target[i], 0.0
+        for j in range(3):
+            gf[19 + 3 * i + j] = R[i, j]
 
 
 def covers_tree(tree):
@@ -2159,22 +2218,23 @@ PARTIAL_RESTARTS = 10  # restarts of the stuck goals' variables alone in a row, 
 CHUNK = 200  # iterations per kernel call at most: the wall-clock budget is checked between calls
 
 
-def _chunk(tree, budget, now):
+def _chunk(budget, now, per):
     """Iterations for the next kernel call (0: none, the budget is spent): CHUNK without a deadline, else about
-    half of what the time left (from ``now``) allows at this tree's measured cost per iteration (16 before any is
-    measured), at least 4: a 72-variable rig's iteration costs about 0.25 ms, so 200 of them could overrun a drag
-    step's budget by 50 ms."""
+    half of what the time left (from ``now``) allows at ``per``, the tree's measured seconds per iteration (16
+    before any is measured: None), at least 4: a 72-variable rig's iteration costs about 0.25 ms, so 200 of them
+    could overrun a drag step's budget by 50 ms. (An int: the kernel's argument.)"""
     most, deadline = budget.max_iterations, budget.deadline
-    left = CHUNK if most is None else min(CHUNK, most - budget.iterations)
+    left = CHUNK if most is None else CHUNK if most - budget.iterations > CHUNK else most - budget.iterations
     if deadline is None or left <= 0:
         return left
     seconds = deadline - now
     if seconds <= 0.0:
         return 0
-    per = tree.__dict__.get("_compiled_iteration_seconds")
     if per is None:
         return 16 if left > 16 else left
-    return max(min(left, int(0.5 * seconds / per)), 4 if left > 4 else left)
+    allowed = int(0.5 * seconds / per)
+    least = 4 if left > 4 else left
+    return least if allowed < least else left if allowed > left else allowed
 
 
 def kernel_seed(rng):
@@ -2214,36 +2274,37 @@ def search(k, q, budget, seed=-1, max_restarts=0, lm_settings=DEFAULT_SETTINGS):
     calls (a kernel cannot read it), each given about half the iterations the time left allows at this tree's
     measured cost per iteration (_chunk); iterations count into ``budget``. Returns (q, message, new starts made):
     the first answer that meets every goal, else the best."""
-    work, gp, tree = k.work(), k._gp, k.tree
+    gp, tree = k._gp, k.tree
+    work, in_a_row = _kept(tree, gp)
+    in_a_row[0] = 0
     # (a copy: the kernel writes into it where to go on from; flat and C-ordered, as _direct's entry point reads it)
     q = q.copy() if type(q) is np.ndarray and q.ndim == 1 and q.dtype == _FLOAT64 else \
         np.array(q, dtype=np.float64).reshape(-1)
-    in_a_row = np.zeros(1, dtype=np.int64)
     n, goals = tree.n, len(k._checks)
     limited = max_restarts < 10**9
     best_q, best_key, count, status = q, (True, math.inf), 0, None  # (status: the last kernel's; None: none ran)
+    per = tree.__dict__.get("_compiled_iteration_seconds")  # (the tree's cost per iteration, a running mean)
     now = time.perf_counter()
     while True:
-        left = _chunk(tree, budget, now)
+        left = _chunk(budget, now, per)
         if left <= 0:
             break
         start = now
         found, errors = np.empty(n), np.empty((goals, 2))
         met, E, used, iterations, ran_out, status = _direct(
-            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, int(left), max_restarts - count if limited else -1, seed,
+            restarts_kernel, q, in_a_row, PARTIAL_RESTARTS, left, max_restarts - count if limited else -1, seed,
             *lm_settings, work, gp, found, errors)
         now = time.perf_counter()
-        if iterations:  # the tree's cost per iteration, a running mean (_chunk)
-            per = (now - start) / iterations
-            old = tree.__dict__.get("_compiled_iteration_seconds")
-            tree._compiled_iteration_seconds = per if old is None else 0.8 * old + 0.2 * per
+        if iterations:
+            per = (now - start) / iterations if per is None else 0.8 * per + 0.2 * (now - start) / iterations
+            tree._compiled_iteration_seconds = per
         budget.iterations += iterations
         if used:  # (the generator, seeded at the kernel's first draw, goes on in the next call)
             seed = -1
             count += used
         if (not met, E) < best_key:
             best_q, best_key = found, (not met, E)
-            k._judged = (found, errors, E)  # (judge's: key and result need not evaluate it again)
+            k._judged = (found, errors, E, met)  # (judge's: key and result need not evaluate it again)
         if met or not ran_out:  # (not run out, not met: the starts allowed are made)
             break
     if best_key[1] == math.inf:  # no kernel ran (the budget ended first), or nothing finite came of it

@@ -426,6 +426,7 @@ class Tree:
         out = object.__new__(Tree)
         out.__dict__.update(self.__dict__)
         out.__dict__.pop("_compiled_works", None)  # (the compiled LM's work spaces: the copy's own, made for it)
+        out.__dict__.pop("_compiled_last", None)
         out.origin = self.origin.copy()
         out.models = [copy(m) if hasattr(m, "_basis") else m for m in self.models]
         return out

@@ -3,8 +3,10 @@
 robots of data/urdf and on random trees of every joint kind it covers; solutions as good; the fallback to numpy
 where it does not apply or is switched off; the compile cache in a writable folder."""
 
+import dataclasses
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import helpers
 from fullbody_ik.solvers import (Displacement, Distance, JointValue, LookAt, Orientation, Pose, Position, Tree, compiled,
                                  solve)
 from fullbody_ik.solvers.joints import Joint
-from fullbody_ik.solvers.problem import Problem
+from fullbody_ik.solvers.problem import Problem, Result
 from fullbody_ik.solvers.rotations import exp_so3
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
@@ -327,6 +329,13 @@ def test_solve_goes_straight_to_the_compiled_search_with_the_same_outcome(iiwa, 
             assert (fast.iterations, fast.restarts, fast.success) == (ref.iterations, ref.restarts, ref.success)
             assert np.array_equal(fast.errors, ref.errors) and fast.satisfied == ref.satisfied
             assert fast.details == ref.details and fast.cost == ref.cost
+            if i < 2:  # (the short way's Result makes its lists when first read: it reads, copies and pickles as one)
+                mine, theirs = dataclasses.asdict(fast), dataclasses.asdict(ref)
+                assert isinstance(fast, Result) and mine.keys() == theirs.keys() and mine["elites"] == [] == ref.elites
+                assert mine["details"] == theirs["details"] and mine["satisfied"] == theirs["satisfied"]
+                back = pickle.loads(pickle.dumps(fast))
+                assert np.array_equal(back.q, fast.q) and np.array_equal(back.errors, ref.errors)
+                assert (back.details, back.success, back.message) == (ref.details, ref.success, ref.message)
     assert len(calls) == len(cases) * len(targets)
     # a goal on a link the tree does not have: the general way names it
     with pytest.raises(ValueError, match="no link named 'hand'"):
@@ -692,7 +701,7 @@ import json, os, sys, time
 import numpy as np
 from fullbody_ik.solvers import Position, Tree, compiled, solve
 from fullbody_ik.solvers.joints import BoneJoint
-from fullbody_ik.solvers.problem import Problem
+from fullbody_ik.solvers.problem import Problem, Result
 out = {"started": compiled.warm_in_background()}
 out["available_while"], out["status_while"] = compiled.available(), compiled.status()
 up = np.eye(4)

@@ -173,3 +173,14 @@ def test_batched_jacobians_match_single(seed):
         assert Jb.shape == (4, obj.size, tree.n), type(obj).__name__
         for p in range(4):
             assert np.allclose(Jb[p], obj.jacobian(tree.state(Q[p])), atol=1e-10), type(obj).__name__
+
+
+def test_goal_targets_are_their_own():
+    """A goal keeps its targets as they were given: a caller's matrix changed afterwards does not move it (the
+    targets are copies, C-ordered: the compiled path packs them in one layout)."""
+    T = np.eye(4)
+    T[:3, 3] = 0.1, 0.2, 0.3
+    goal, point = Pose("tip", T), Position("tip", T[:3, 3])
+    T[:3, 3] = 9.0
+    assert goal.position.target.tolist() == [0.1, 0.2, 0.3] == point.target.tolist()
+    assert goal.position.target.flags.c_contiguous and goal.orientation.target.flags.c_contiguous

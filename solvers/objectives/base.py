@@ -92,7 +92,8 @@ class Objective:
 
 
 def as_point(p, what):
-    p = np.asarray(p, dtype=float).reshape(-1)
+    # (a copy, C-ordered: a goal does not change with the caller's array, and compiled code packs it in one layout)
+    p = np.array(p, dtype=float).reshape(-1)
     if p.shape != (3,):
         raise ValueError(f"{what} must be three finite numbers, got {p.tolist()}")
     x, y, z = p.tolist()  # (scalar checks: a tracking frame builds these by the dozen)
