@@ -696,8 +696,11 @@ def covers_tree(tree):
 
 def covers(tree, objectives):
     """Whether the compiled path is on and covers this tree and these objectives."""
-    if not covers_tree(tree):
-        return False
+    # (covers_tree's answer kept on the tree, read here while nothing changed it: a solve asks, and two calls cost
+    # 0.3 us of its 34)
+    if tree.__dict__.get("_compiled_covers") is not True or not _enabled or _background is not None:
+        if not covers_tree(tree):
+            return False
     for o in objectives:  # (a loop, not all() over a generator: a solve asks)
         if type(o) not in _COVERED_GOALS:
             return False

@@ -24,6 +24,9 @@ def first_damping(damping_start=None):
     return value
 
 
+_PLAIN = (None, None, None, None, 1e-12, 1e-12, 1.0)  # compiled_search's defaults: its settings made once per tree
+
+
 def compiled_search(k, q, budget, rng=None, max_restarts=0, damping_bias=None, step_tol=1e-12, residual_tol=1e-12,
                     backtracks=None, stall=None, damping_scale=1.0, stall_ratio=None, damping_start=None,
                     restarting=None, **_):
@@ -40,8 +43,7 @@ def compiled_search(k, q, budget, rng=None, max_restarts=0, damping_bias=None, s
     seed = compiled.kernel_seed(rng) if restarting else -1
     # the defaults' settings made once per tree, with or without restarts and a stall (a tracking frame's), not
     # converted and checked again at every solve
-    plain = damping_bias is None and backtracks is None and stall_ratio is None and damping_start is None and \
-        step_tol == 1e-12 and residual_tol == 1e-12 and damping_scale == 1.0
+    plain = (damping_bias, backtracks, stall_ratio, damping_start, step_tol, residual_tol, damping_scale) == _PLAIN
     known = k.tree.__dict__.setdefault("_lm_settings", {}) if plain else None
     key = (restarting, stall)
     settings = known.get(key) if plain else None

@@ -29,7 +29,8 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
     (memetic, or one registered with local=False) given neither limit runs GLOBAL_ITERATIONS iterations at most.
     Unreachable goals give the best effort found and ``success=False``, never an exception.
     """
-    covered = compiled.covers(tree, [objectives] if isinstance(objectives, Objective) else objectives)
+    goals = [objectives] if isinstance(objectives, Objective) else objectives
+    covered = compiled.covers(tree, goals)
     if covered:  # compiled or loaded before the clock starts, once per process
         compiled.prepare("memetic" if method == "memetic" else "core")
     record = method_record(method)
@@ -39,7 +40,7 @@ def solve(tree, objectives, seed_q=None, method="lm", time_limit=None, max_itera
         # compiled: no BLAS to hold to one thread (limiting it costs more than such a solve); the kernel projects
         # the seed (a call less)
         if record.run is lm.run:  # (not a method registered over "lm")
-            done = _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, restarts, nearby, options)
+            done = _compiled_lm(tree, goals, seed_q, time_limit, max_iterations, rng, restarts, nearby, options)
             if done is not None:
                 return done
         return _solve(tree, objectives, seed_q, method, record, time_limit, max_iterations, rng, restarts, nearby,
@@ -134,7 +135,7 @@ def _max_restarts(restarts, time_limit, max_iterations):
     return 0 if not restarts else 10 if time_limit is None and max_iterations is None else 10**9
 
 
-def _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, restarts, nearby, options):
+def _compiled_lm(tree, goals, seed_q, time_limit, max_iterations, rng, restarts, nearby, options):
     """_solve's LM on the compiled path without its layers (Problem, the method's run, Problem.result; 1.5 of a
     Table I solve's 25 us from its answer). The same searches, options and Result (lm.compiled_search,
     Kernel.result); None where _solve's own way is needed: a goal the kernel cannot pack (an unknown link or
@@ -142,11 +143,11 @@ def _compiled_lm(tree, objectives, seed_q, time_limit, max_iterations, rng, rest
     (``nearby``)."""
     try:
         budget = Budget(time_limit, max_iterations)  # (its clock first: packing the goals is the solve's time too)
-        k = compiled.Kernel(tree, [objectives] if isinstance(objectives, Objective) else objectives)
+        k = compiled.Kernel(tree, goals)
         max_restarts = _max_restarts(restarts, time_limit, max_iterations)
     except Exception:  # (Problem, Budget and _solve raise the error that names what is wrong, in their order)
         return None
-    if max_restarts and (nearby or (options.get("starts") or 2) <= 1) or tree.n == 0 or not k._checks:
+    if max_restarts and (nearby or options and (options.get("starts") or 2) <= 1) or tree.n == 0 or not k._checks:
         return None
     q0 = _seed(tree, seed_q)
     if q0.shape != (tree.n,):
