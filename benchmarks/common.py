@@ -21,6 +21,20 @@ WARM_SECONDS = 0.2  # a core kept busy this long before a timed turn (warm_cpu)
 WARM_SOLVES = 5
 
 
+def one_core():
+    """Keep this process, and the processes it starts afterwards (the peers'), on one CPU where the OS allows it
+    (Linux): the highest-numbered one it may run on. Both sides of an interleaved comparison then take their turns
+    on the same core. Unpinned, each process ran where the OS put it, and chunks of ours ran 1.6-1.8x slower than
+    their neighbours while the peers' did not (ur5, 100 targets a chunk, two runs: 3 and 1 chunks of 10, overall
+    0.47x and 0.41x); both pinned to one core, in turns: no such chunk, 0.41x on either core. Returns the CPU, or
+    None (not pinned)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpu = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
 def warm_cpu(seconds=WARM_SECONDS):
     """Keep this process's core busy for ``seconds``, untimed, before a timed turn. A core that slept through the
     other side's turn ran a whole chunk slower: kuka_iiwa's 100 targets after 1 s asleep, median 88 us a solve

@@ -18,7 +18,7 @@ import numpy as np
 from fullbody_ik.solvers import Pose, Tree
 
 from .budgets import plot_curves, run_method, summarize
-from .common import RESULTS, ROOT, URDF, WARM_SOLVES, prepare_compiled, table, warm_cpu, write
+from .common import RESULTS, ROOT, URDF, WARM_SOLVES, one_core, prepare_compiled, table, warm_cpu, write
 
 ARMS = [
     ("kuka_iiwa", "lbr_iiwa_link_0", "lbr_iiwa_link_7"),
@@ -121,6 +121,8 @@ def main():
     ap.add_argument("--chunk", type=int, default=100, help="targets per turn: with .venv-peers (make bench-peers) "
                     "the peers run in its Python beside this process, and they and our methods take turns on chunks "
                     "of this many targets")
+    ap.add_argument("--no-pin", action="store_true", help="leave this process and the peers' unpinned (by default both "
+                    "run on one CPU, taking turns: common.one_core)")
     ap.add_argument("--stored-peers", action="store_true", help="do not run the peers: compare with their stored "
                     "results (an earlier run: the ratios then compare two moments of the machine)")
     args = ap.parse_args()
@@ -137,6 +139,7 @@ def main():
         print(f"wrote {PROBLEMS}")
         return
     process = None
+    pinned = None if args.no_pin else one_core()  # (before the peers' process starts: it runs on the same CPU)
     if not args.stored_peers and os.path.exists(PEERS_PYTHON):
         process = PeerProcess()
         peers = {"targets": args.targets, "machine": process.machine, "results": {}, "interleaved": args.chunk}
@@ -196,7 +199,7 @@ def main():
     plot_curves(os.path.join(RESULTS, "table1_curves.png"), panels, "Table I arms: solved within budget (full pose)")
     write("table1", {"targets": args.targets, "results": out, "ratios": ratios,
                      "peers": peers["machine"] if peers else None,
-                     "peers_interleaved": bool(peers and peers.get("interleaved"))},
+                     "peers_interleaved": bool(peers and peers.get("interleaved")), "pinned_cpu": pinned},
           f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}"
           + (" --stored-peers" if args.stored_peers else f" --chunk {args.chunk}" if process else "") + (
               f" --methods {','.join(methods)} --merge" if args.merge else ""))
