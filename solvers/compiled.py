@@ -509,9 +509,9 @@ class Kernel:
     def __init__(self, tree, objectives):
         self.tree = tree
         self._judged = None
-        if type(objectives) is list and len(objectives) == 1 and type(objectives[0]) is Pose:  # (a Table I solve's
-            # one Pose: the same array and checks as the loop below makes, written by compiled code: a list of its
-            # 28 floats and np.array of it cost 4.4 us of a 40 us ur5 solve, this 2.4)
+        if _pose_packing and type(objectives) is list and len(objectives) == 1 and type(objectives[0]) is Pose:  # (a
+            # Table I solve's one Pose: the same array and checks as the loop below makes, written by compiled code:
+            # a list of its 28 floats and np.array of it cost 4.4 us of a 40 us ur5 solve, this 2.4)
             o = objectives[0]
             position, orientation = o.position, o.orientation
             tp, ta = float(position.tolerance), float(orientation.tolerance)
@@ -682,6 +682,10 @@ def _pack_pose(gf, link, sqrt_w, tol_p, tol_R, offset, target, R):
         gf[10 + i], gf[13 + i], gf[16 + i] = offset[i], target[i], 0.0
         for j in range(3):
             gf[19 + 3 * i + j] = R[i, j]
+
+
+_pose_packing = False  # Kernel packs a lone Pose with _pack_pose: once warm has it compiled (or loaded), where it
+# costs a cold compile 0.4 s while the helper compiles (a helper packs in Python: its plan is not waited on)
 
 
 def covers_tree(tree):
@@ -2743,6 +2747,7 @@ def warm(part="memetic"):
     memetic solver's (part "memetic", the default: every kernel); the first solve of a session then costs no
     compile. A cold compile has a helper process compile evaluate, judge and the memetic solver's part meanwhile,
     where the machine has another core (_start_helper). Returns the seconds it took."""
+    global _pose_packing
     from .problem import Budget
 
     start = time.perf_counter()
@@ -2757,6 +2762,8 @@ def warm(part="memetic"):
         q = project_one(tree, np.zeros(3))
         q, _, _ = search(k, q, Budget(None, 50))  # every entry point: LM, restarts, judging, projection
         search(k, np.zeros(3), Budget(None, 20), kernel_seed(0), 10, settings(RESTART_STALL, RESTART_STALL_RATIO))
+        _pack_pose(np.empty(_GOAL_FLOATS), 0, 1.0, 1.0, 1.0, np.zeros(3), np.zeros(3), np.eye(3))
+        _pose_packing = True
         _await_helper("judge")
         k.result(q, "lm", Budget(), "")
         k.key(q)

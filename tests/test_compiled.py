@@ -445,16 +445,26 @@ def test_a_kernel_is_compiled_once_per_argument_type_not_per_constant_passed():
 
 
 def test_a_lone_pose_is_packed_as_the_general_loop_packs_it(iiwa):
-    """Kernel packs a list holding one Pose in one step (a Table I solve's): the same goal array, references and
-    checks as its loop over goals makes (given a tuple, which takes the loop), with an offset, a weight and
-    tolerances of its own."""
+    """Kernel packs a list holding one Pose in one step, compiled (_pack_pose, once warm has it: a Table I solve's):
+    the same goal array, references and checks as its loop over goals makes (given a tuple, which takes the loop),
+    with an offset, a weight and tolerances of its own, for a Pose made from a 4x4 and one aimed at a new target
+    as a bake aims its goals."""
+    from fullbody_ik.rig.goals import aimed
+
+    compiled.prepare("core")
+    assert compiled._pose_packing
     tree, tip = iiwa, "lbr_iiwa_link_7"
     target = tree.fk(np.full(tree.n, 0.3))[tip]
     pose = Pose(tip, target, offset=(0.01, 0.02, 0.03), weight=2.0, tolerance=2e-4, angular_tolerance=3e-3)
-    short, loop = compiled.Kernel(tree, [pose]), compiled.Kernel(tree, (pose,))
-    assert short._checks == loop._checks
-    for a, b in zip(short._gp, loop._gp):
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    moved = tree.fk(np.full(tree.n, -0.2))[tip]
+    again = aimed(pose, position=aimed(pose.position, target=moved[:3, 3].copy()),
+                  orientation=aimed(pose.orientation, target=np.ascontiguousarray(moved[:3, :3])))
+    for goal in (pose, again):
+        short, loop = compiled.Kernel(tree, [goal]), compiled.Kernel(tree, (goal,))
+        assert short._checks == loop._checks
+        for a, b in zip(short._gp, loop._gp):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    assert not np.array_equal(compiled.Kernel(tree, [pose])._gp[0], compiled.Kernel(tree, [again])._gp[0])
 
 
 def test_a_continuity_goals_reference_is_packed_in_the_kernels_own_type(iiwa):
