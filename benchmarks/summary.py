@@ -63,6 +63,7 @@ def section():
                      f"random seeds, success within 10 ms** (`{r['command']}`, {r['machine']['date']}; peers: "
                      "`make bench-peers`" + (f", taking turns with ours, {peers['interleaved']} targets a turn"
                                              if peers and peers.get("interleaved") else ", run before ours")
+                     + (f", both processes on CPU {r['pinned_cpu']}" if r.get("pinned_cpu") is not None else "")
                      + "). Curves: `benchmarks/results/table1_curves.png`.\n\n"
                      + table(rows, ["arm", "method", "success", "mean ms", "median ms"]))
         if r.get("ratios"):
