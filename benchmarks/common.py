@@ -22,8 +22,9 @@ WARM_SOLVES = 5
 
 
 def one_core():
-    """Keep this process, and the processes it starts afterwards (the peers'), on one CPU where the OS allows it
-    (Linux): the highest-numbered one it may run on. Both sides of an interleaved comparison then take their turns
+    """Keep the calling thread (the one that solves; threads started before it, a BLAS pool's, keep their CPUs) and
+    the processes it starts afterwards (the peers') on one CPU where the OS allows it (Linux): the highest-numbered
+    one it may run on. Both sides of an interleaved comparison then take their turns
     on the same core. Unpinned, each process ran where the OS put it, and chunks of ours ran 1.6-1.8x slower than
     their neighbours while the peers' did not (ur5, 100 targets a chunk, two runs: 3 and 1 chunks of 10, overall
     0.47x and 0.41x); both pinned to one core, in turns: no such chunk, 0.41x on either core. Returns the CPU, or
@@ -31,7 +32,10 @@ def one_core():
     if not hasattr(os, "sched_setaffinity"):
         return None
     cpu = max(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
+    try:  # (the calling thread: the one that solves, and the processes it starts)
+        os.sched_setaffinity(0, {cpu})
+    except OSError:
+        return None
     return cpu
 
 

@@ -139,8 +139,9 @@ def main():
         print(f"wrote {PROBLEMS}")
         return
     process = None
-    pinned = None if args.no_pin else one_core()  # (before the peers' process starts: it runs on the same CPU)
+    pinned = None
     if not args.stored_peers and os.path.exists(PEERS_PYTHON):
+        pinned = None if args.no_pin else one_core()  # (before the peers' process starts: it runs on the same CPU)
         process = PeerProcess()
         peers = {"targets": args.targets, "machine": process.machine, "results": {}, "interleaved": args.chunk}
     else:

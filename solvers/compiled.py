@@ -494,8 +494,10 @@ def _kept(tree, gp):
     kept = works.get(thread)
     if kept is None or kept[0] is not tp:
         kept = works[thread] = (tp, (make_work(tp, gp, CHUNK), np.zeros(1, dtype=np.int64)))
-    if tp[3] is tree.origin:  # (else tp is a copy of the origins made for this solve: packed again at the next)
-        tree._compiled_last = (thread, tree.origin, known.get("_compiled_arrays"), kept[1])
+    arrays = known.get("_compiled_arrays")
+    if tp[3] is tree.origin and arrays is not None and tp[0] is arrays[0]:  # (else tp is a copy of the origins made
+        # for this solve: packed again at the next)
+        tree._compiled_last = (thread, tp[3], arrays, kept[1])
     return kept[1]
 
 
@@ -632,8 +634,8 @@ class Kernel:
         else:
             errors, cost = self.judge(q)
             met = all(_met(self._checks, errors))
-        return _JudgedResult(q, met, budget.iterations, budget.elapsed(), message, method, float(cost), restarts,
-                             errors, self._checks)
+        return _JudgedResult.judged(q, met, budget.iterations, budget.elapsed(), message, method, float(cost),
+                                    restarts, errors, self._checks)
 
 
 def _met(checks, errors):
@@ -645,12 +647,16 @@ def _met(checks, errors):
 class _JudgedResult(Result):
     """Kernel.result's Result: ``errors``, ``satisfied`` and ``details`` made from the kernel's errors (G, 2) and
     the goals' checks when first read, the same as Result's (most callers read ``success`` and ``q``: making the
-    three at once, and freeing them, cost 3-4 us of a 40 us Table I solve). ``elites``: none."""
+    three at once, and freeing them, cost 3-4 us of a 40 us Table I solve). ``elites``: none. Made by ``judged``:
+    its ``__init__`` is Result's, so ``dataclasses.replace`` makes one with every field given."""
 
-    def __init__(self, q, success, iterations, elapsed, message, method, cost, restarts, goal_errors, checks):
+    @classmethod
+    def judged(cls, q, success, iterations, elapsed, message, method, cost, restarts, goal_errors, checks):
+        self = object.__new__(cls)
         self.q, self.success, self.iterations, self.elapsed, self.message = q, success, iterations, elapsed, message
         self.method, self.cost, self.restarts = method, cost, restarts
         self._goal_errors, self._checks = goal_errors, checks
+        return self
 
     @functools.cached_property
     def errors(self):

@@ -333,6 +333,8 @@ def test_solve_goes_straight_to_the_compiled_search_with_the_same_outcome(iiwa, 
                 mine, theirs = dataclasses.asdict(fast), dataclasses.asdict(ref)
                 assert isinstance(fast, Result) and mine.keys() == theirs.keys() and mine["elites"] == [] == ref.elites
                 assert mine["details"] == theirs["details"] and mine["satisfied"] == theirs["satisfied"]
+                changed = dataclasses.replace(fast, message="changed")
+                assert changed.message == "changed" and changed.details == ref.details and changed.success == ref.success
                 back = pickle.loads(pickle.dumps(fast))
                 assert np.array_equal(back.q, fast.q) and np.array_equal(back.errors, ref.errors)
                 assert (back.details, back.success, back.message) == (ref.details, ref.success, ref.message)
