@@ -20,6 +20,8 @@ from .joints import (
     stretch_values,
 )
 
+NO_BOUND = 1e3  # a bound this far (radians or length units) is no bound to sample within (Tree.sample_lower)
+
 
 def _check_finite(joint):
     """ValueError naming the joint when its origin, axis or limits hold a NaN (or its origin an infinity): a NaN
@@ -144,9 +146,12 @@ class Tree:
                          np.broadcast_to(np.eye(4), (1, len(names), 4, 4)), np.zeros((1, self.n, 3)),
                          np.zeros((1, self.n, 3)), np.zeros((1, self.n, 3)), probe)
         self._rotational, self._translations = probe, not probe.all()
-        # Random restarts and mutation sample stretch within [1/2, 2] (their domain is unbounded above).
-        self.sample_lower = np.where(np.isfinite(self.lower), self.lower, -np.pi)
-        self.sample_upper = np.where(np.isfinite(self.upper), self.upper, np.pi)
+        # Random restarts and mutation sample a variable within its bounds, within +-pi where it has none, and so
+        # where a bound is beyond anything a joint means (descriptions in the wild write "no limit" as +-999999 or
+        # +-1e16: restarts drawn there land a million units away, and past 1e15 a float does not resolve a radian).
+        # They sample stretch within [1/2, 2] (its domain is unbounded above).
+        self.sample_lower = np.where(np.abs(self.lower) < NO_BOUND, self.lower, -np.pi)
+        self.sample_upper = np.where(np.abs(self.upper) < NO_BOUND, self.upper, np.pi)
         if self.has_stretch:
             self.sample_lower[self.stretch_vars] = np.maximum(self.lower[self.stretch_vars], 0.5)
             self.sample_upper[self.stretch_vars] = 2.0
@@ -186,11 +191,12 @@ class Tree:
         if mimic not in ("refuse", "free"):
             raise ValueError(f"mimic must be 'refuse' or 'free', got {mimic!r}")
         tree = cls.subtree_of(parse_urdf(path_or_xml), base_link, tip_links)
-        unsupported = [j for j in tree.joints if getattr(j, "unsupported", None)]
-        if unsupported:
-            j = unsupported[0]
-            raise ValueError(f"joint {j.name!r}: URDF joint type {j.unsupported!r} is not supported; choose a base "
-                             f"link below it (base_link={j.child!r}) or tip links that do not pass through it")
+        unusable = [j for j in tree.joints if getattr(j, "unsupported", None) or getattr(j, "problem", None)]
+        if unusable:
+            j = unusable[0]
+            what = f"URDF joint type {j.unsupported!r} is not supported" if j.unsupported else j.problem
+            raise ValueError(f"joint {j.name!r}: {what}; choose a base link below it (base_link={j.child!r}) or "
+                             f"tip links that do not pass through it")
         followers = [j for j in tree.joints if getattr(j, "mimic", None)]
         if followers and mimic == "refuse":
             j = followers[0]

@@ -2,6 +2,7 @@
 """URDF reader: joints, origins (xyz, rpy), axes, limits, continuous and fixed joints."""
 
 import os
+import re
 import warnings
 import xml.etree.ElementTree as ET
 
@@ -55,15 +56,17 @@ def parse_urdf(path_or_xml):
     stripped = text.lstrip("\ufeff \t\r\n")  # a byte-order mark or blank lines before the XML
     where = "the URDF text"
     try:
-        if stripped.startswith("<"):
-            root = ET.fromstring(stripped)
-        elif "\n" in text or not stripped:
-            raise ValueError("not a URDF: neither XML text (it must start with '<') nor a file path")
-        else:
+        if not stripped.startswith("<"):
+            if "\n" in text or not stripped:
+                raise ValueError("not a URDF: neither XML text (it must start with '<') nor a file path")
             if not os.path.exists(text):
                 raise FileNotFoundError(f"URDF file not found: {text}")
             where = text
-            root = ET.parse(text).getroot()
+            with open(text, "rb") as f:  # bytes: the parser reads the encoding the file declares
+                stripped = f.read()
+            stripped = stripped[3:] if stripped.startswith(b"\xef\xbb\xbf") else stripped
+            stripped = stripped.lstrip(b" \t\r\n")
+        root = _xml(stripped)
     except ET.ParseError as e:
         raise ValueError(f"not a URDF: {where} is not valid XML ({e})") from None
     if root.tag != "robot":
@@ -92,6 +95,30 @@ def parse_urdf(path_or_xml):
     return joints
 
 
+def _xml(text):
+    """The document's root element. Old Gazebo blocks write prefixed tags (<sensor:camera>, <controller:...>)
+    whose prefix no xmlns declares, which XML refuses: those prefixes are declared on the root and the text read
+    again (they name nothing the kinematics read)."""
+    try:
+        return ET.fromstring(text)
+    except ET.ParseError as e:
+        if "unbound prefix" not in str(e):
+            raise
+        if isinstance(text, bytes):
+            text = text.decode("utf-8-sig", errors="replace")
+        # (a comment may hold tags; its lines are kept, so an error names the file's line)
+        text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group().count("\n"), text, flags=re.S)
+        declared = set(re.findall(r"xmlns:([\w.-]+)\s*=", text))
+        used = set(re.findall(r"</?([A-Za-z_][\w.-]*):[\w.-]", text))
+        used |= set(re.findall(r"\s([A-Za-z_][\w.-]*):[\w.-]+\s*=", text))
+        missing = sorted(used - declared - {"xml", "xmlns"})
+        start = re.search(r"<(?![?!])[^\s/>]+", text)  # the root element's start tag
+        if not missing or start is None:
+            raise
+        extra = "".join(f' xmlns:{p}="urn:undeclared:{p}"' for p in missing)
+        return ET.fromstring(text[:start.end()] + extra + text[start.end():])  # (what else is wrong, if anything)
+
+
 def _joint(j, name, kind, parent, child):
     origin = _origin(j)
     if kind == "floating":
@@ -112,8 +139,9 @@ def _joint(j, name, kind, parent, child):
     limit = j.find("limit")
     if kind in ("revolute", "prismatic") and limit is not None:
         lower, upper = _limit(limit, "lower"), _limit(limit, "upper")
-        if lower > upper:
-            raise ValueError(f"lower limit {lower} is above upper limit {upper}")
+        if lower > upper:  # held fixed so the rest of the robot loads; Tree.from_urdf refuses it in the tree asked for
+            return Joint(name, "fixed", parent, child, origin, problem=f"its lower limit {lower:g} is above its upper "
+                         f"limit {upper:g}")
         if lower == upper:  # (URDF's default for a bound not given is 0: a <limit effort velocity/> locks it)
             warnings.warn(f"URDF joint {name!r} ({kind}): its limits are {lower:g} to {upper:g}"
                           + (" (<limit> gives no lower or upper: URDF's default is 0)" if limit.get("lower") is None

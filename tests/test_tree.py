@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import ARMS, numeric_jacobian, random_tree, rotation_difference, transform, urdf
 
-from fullbody_ik.solvers import BoneJoint, FreeJoint, Joint, Tree
+from fullbody_ik.solvers import BoneJoint, FreeJoint, Joint, Pose, Tree, compiled, solve
 from fullbody_ik.solvers.rotations import axis_rotation, exp_so3, log_so3, rpy_matrix
 from fullbody_ik.solvers.tree import BatchState
 
@@ -481,6 +481,49 @@ def test_urdf_rough_edges_from_the_wild():
       <joint name="ba" type="fixed"><parent link="b"/><child link="a"/></joint></robot>"""
     with pytest.raises(ValueError, match="cycle"):
         Tree.from_urdf(cycle)
+
+
+def test_urdf_undeclared_prefixes_huge_and_crossed_limits(tmp_path):
+    """Descriptions from the wild: Gazebo blocks with prefixes no xmlns declares load (a file, text or bytes, and a
+    tag in a comment does not get in the way), other broken XML is still refused; "no limit" written as +-1e16 or
+    +-999999 is sampled like no bound (restarts drawn a million units away never came back); a joint whose lower
+    limit is above its upper is refused by name when it is in the tree asked for, not when it is elsewhere."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild_arm.urdf")
+    text = open(path).read()
+    assert "<sensor:camera" in text and "xmlns:sensor" not in text
+    for source in (path, text, text.encode(), text.replace("<robot ", "<!-- <robot> in a comment -->\n<robot ", 1)):
+        assert Tree.from_urdf(source, "world", "hand").joint_names == ["shoulder_pan", "shoulder_lift", "elbow",
+                                                                      "wrist_roll"]
+    (tmp_path / "bad.urdf").write_text(text.replace("</sensor:camera>", ""))
+    with pytest.raises(ValueError, match="bad.urdf is not valid XML .mismatched tag"):
+        Tree.from_urdf(str(tmp_path / "bad.urdf"))
+    with pytest.raises(ValueError, match="not a URDF document: root element is <.*ros.*robot>"):
+        Tree.from_urdf(text.replace("<robot ", "<ros:robot ").replace("</robot>", "</ros:robot>"))
+
+    huge = text.replace('lower="-2.9" upper="2.9"', 'lower="-1e+16" upper="1e+16"').replace(
+        'lower="-1.9" upper="1.9"', 'lower="-999999" upper="999999"')
+    tree = Tree.from_urdf(huge, "world", "hand")
+    assert tree.upper[0] == 1e16 and tree.lower[1] == -999999  # the bounds are the file's
+    Q = tree.random_configurations(0, 500)
+    assert np.abs(Q[:, :2]).max() <= np.pi and np.ptp(Q[:, 0]) > 5  # sampled within one turn, over it
+    assert np.allclose(tree.span()[:2], 2 * np.pi)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        target = tree.fk(tree.random_configurations(rng, 1)[0])["hand"]
+        for enabled in (True, False):
+            compiled.set_enabled(enabled)
+            try:
+                res = solve(tree, [Pose("hand", target)], tree.random_configurations(rng, 1)[0], method="lm",
+                            time_limit=1.0, rng=rng)
+            finally:
+                compiled.set_enabled(True)
+            assert res.success and np.abs(res.q[:2]).max() < 50
+
+    crossed = text.replace('lower="-1.9" upper="1.9"', 'lower="1.9" upper="-1.9"')
+    with pytest.raises(ValueError, match="joint 'shoulder_lift': its lower limit 1.9 is above its upper limit -1.9; "
+                                         "choose a base link below it .base_link='forearm'"):
+        Tree.from_urdf(crossed, "world", "hand")
+    assert Tree.from_urdf(crossed, "forearm", "hand").joint_names == ["elbow", "wrist_roll"]
 
 
 def test_urdf_mistakes_are_refused_by_name(tmp_path):
