@@ -915,7 +915,7 @@ def test_a_kept_work_space_gives_what_a_fresh_one_gives():
 def test_a_restart_changes_only_the_stuck_limbs_first():
     """On the human (wrists and feet), a restart for a stuck right hand takes new values for the right arm alone
     (level 0), then for every variable the hand depends on, the spine too (level 1), then for all (level 2); goals
-    met or still converging keep theirs. And the solver with these restarts meets all four poses on targets where
+    met or still converging keep theirs; a stuck foot, whose leg serves no other goal, its leg alone at every level. And the solver with these restarts meets all four poses on targets where
     its first search does not."""
     tree = Tree.from_urdf(os.path.join(URDF, "human.urdf"))
     rng = np.random.default_rng(4)
@@ -937,6 +937,16 @@ def test_a_restart_changes_only_the_stuck_limbs_first():
     assert np.array_equal(changed[0], moves & ~others) and changed[0].sum() >= 4  # the right arm
     assert np.array_equal(changed[1], moves) and (changed[1] & others).any()  # and the spine
     assert changed[2].sum() >= tree.n - 2  # everything (a seed value may happen to be 0)
+    # A stuck foot shares no variable with the other goals (the root is fixed): every level draws its leg alone,
+    # a whole start would only undo the limbs met.
+    leg = tree.ancestors[tree.link("right_foot")]
+    rest = tree.ancestors[[tree.link(x) for x in ("left_hand", "right_hand", "left_foot")]].any(axis=0)
+    assert not (leg & rest).any() and leg.sum() >= 4
+    for level in (0, 1, 2):
+        start = np.empty(tree.n)
+        assert _py(compiled._restart)(q, seed, np.array([False, False, False, True]), level, T, G,
+                                      np.zeros(tree.n, dtype=bool), start)
+        assert np.array_equal(start != q, leg)
     first_failed = solved = 0
     for i in range(1, 12):
         objectives = [Pose(link, W[i, tree.link(link)]) for link in hands_feet]
