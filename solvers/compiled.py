@@ -2080,6 +2080,19 @@ def _uses(G, T, g, v):
 
 
 @njit(cache=True, leaf=True)
+def _serves(stuck, v, T, G):
+    """(whether variable v serves a stuck goal, whether it serves another)."""
+    serves_stuck, serves_other = False, False
+    for g in range(stuck.shape[0]):
+        if _uses(G, T, g, v):
+            if stuck[g]:
+                serves_stuck = True
+            else:
+                serves_other = True
+    return serves_stuck, serves_other
+
+
+@njit(cache=True, leaf=True)
 def _restart(q, seed, stuck, level, T, G, free, out):
     """A new start from q: at level 0, q with the variables that serve stuck goals and no other goal taken from
     seed (on a tree each limb's search fails or succeeds on its own: restarting every limb for one multiplies the
@@ -2089,30 +2102,18 @@ def _restart(q, seed, stuck, level, T, G, free, out):
     and another (limbs on a fixed root: a whole start would only undo the limbs met; robotisOP2's four 6-DOF limbs
     met 160 of 200 sets of four poses within 10 ms, 196 without). The start into out; free (n,) is work space. Returns
     whether it is partial."""
-    n, goals = q.shape[0], stuck.shape[0]
+    n = q.shape[0]
     if level == 2:
         level = 0
         for v in range(n):
-            serves_stuck, serves_other = False, False
-            for g in range(goals):
-                if _uses(G, T, g, v):
-                    if stuck[g]:
-                        serves_stuck = True
-                    else:
-                        serves_other = True
+            serves_stuck, serves_other = _serves(stuck, v, T, G)
             if serves_stuck and serves_other:
                 level = 2
                 break
     while level < 2:
         count = 0
         for v in range(n):
-            serves_stuck, serves_other = False, False
-            for g in range(goals):
-                if _uses(G, T, g, v):
-                    if stuck[g]:
-                        serves_stuck = True
-                    else:
-                        serves_other = True
+            serves_stuck, serves_other = _serves(stuck, v, T, G)
             free[v] = serves_stuck and (level == 1 or not serves_other)
             count += free[v]
         if 0 < count < n:
