@@ -146,12 +146,14 @@ class Tree:
                          np.broadcast_to(np.eye(4), (1, len(names), 4, 4)), np.zeros((1, self.n, 3)),
                          np.zeros((1, self.n, 3)), np.zeros((1, self.n, 3)), probe)
         self._rotational, self._translations = probe, not probe.all()
-        # Random restarts and mutation sample a variable within its bounds, within +-pi where it has none, and so
-        # where a bound is beyond anything a joint means (descriptions in the wild write "no limit" as +-999999 or
-        # +-1e16: restarts drawn there land a million units away, and past 1e15 a float does not resolve a radian).
-        # They sample stretch within [1/2, 2] (its domain is unbounded above).
-        self.sample_lower = np.where(np.abs(self.lower) < NO_BOUND, self.lower, -np.pi)
-        self.sample_upper = np.where(np.abs(self.upper) < NO_BOUND, self.upper, np.pi)
+        # Random restarts and mutation sample a variable within its bounds; one with a bound missing, or beyond
+        # anything a joint means (descriptions in the wild write "no limit" as +-999999 or +-1e16: restarts drawn
+        # there land a million units away, and past 1e15 a float does not resolve a radian), within +-pi of its
+        # value nearest 0, inside its bounds. They sample stretch within [1/2, 2] (its domain is unbounded above).
+        near = (np.abs(self.lower) < NO_BOUND) & (np.abs(self.upper) < NO_BOUND)
+        middle = np.clip(0.0, self.lower, self.upper)
+        self.sample_lower = np.where(near, self.lower, np.maximum(self.lower, middle - np.pi))
+        self.sample_upper = np.where(near, self.upper, np.minimum(self.upper, middle + np.pi))
         if self.has_stretch:
             self.sample_lower[self.stretch_vars] = np.maximum(self.lower[self.stretch_vars], 0.5)
             self.sample_upper[self.stretch_vars] = 2.0

@@ -49,26 +49,35 @@ def _origin(elem):
 
 
 def parse_urdf(path_or_xml):
-    """Return the list of joints of a URDF given as a file path or an XML string."""
-    if isinstance(path_or_xml, (bytes, bytearray)):  # XML as read from a file in binary
-        path_or_xml = path_or_xml.decode("utf-8-sig", errors="replace")
-    text = str(path_or_xml)
-    stripped = text.lstrip("\ufeff \t\r\n")  # a byte-order mark or blank lines before the XML
-    where = "the URDF text"
-    try:
-        if not stripped.startswith("<"):
-            if "\n" in text or not stripped:
+    """Return the list of joints of a URDF given as a file path, an XML string or XML bytes."""
+    where, data = "the URDF text", path_or_xml
+    if not isinstance(data, (bytes, bytearray)):
+        text = str(data)
+        data = text.lstrip("\ufeff \t\r\n")  # a byte-order mark or blank lines before the XML
+        if not data.startswith("<"):
+            if "\n" in text or not data:
                 raise ValueError("not a URDF: neither XML text (it must start with '<') nor a file path")
             if not os.path.exists(text):
                 raise FileNotFoundError(f"URDF file not found: {text}")
             where = text
             with open(text, "rb") as f:  # bytes: the parser reads the encoding the file declares
-                stripped = f.read()
-            stripped = stripped[3:] if stripped.startswith(b"\xef\xbb\xbf") else stripped
-            stripped = stripped.lstrip(b" \t\r\n")
-        root = _xml(stripped)
+                data = f.read()
+    if isinstance(data, (bytes, bytearray)):
+        data = bytes(data)
+        data = (data[3:] if data.startswith(b"\xef\xbb\xbf") else data).lstrip(b" \t\r\n")
+    try:
+        root = _xml(data)
     except ET.ParseError as e:
-        raise ValueError(f"not a URDF: {where} is not valid XML ({e})") from None
+        root = None
+        if isinstance(data, bytes):  # bytes not in the encoding they declare (UTF-8 when none): read as before
+            try:
+                root = _xml(data.decode("utf-8", errors="replace"))
+            except ET.ParseError:
+                pass
+        if root is None:
+            raise ValueError(f"not a URDF: {where} is not valid XML ({e})") from None
+        warnings.warn(f"URDF: {where} holds bytes that are not in its encoding ({e}); they were read as U+FFFD",
+                      stacklevel=3)
     if root.tag != "robot":
         raise ValueError(f"not a URDF document: root element is <{root.tag}>, expected <robot>")
     joints, names = [], set()
@@ -95,28 +104,63 @@ def parse_urdf(path_or_xml):
     return joints
 
 
-def _xml(text):
-    """The document's root element. Old Gazebo blocks write prefixed tags (<sensor:camera>, <controller:...>)
-    whose prefix no xmlns declares, which XML refuses: those prefixes are declared on the root and the text read
-    again (they name nothing the kinematics read)."""
+def _xml(data):
+    """The document's root element (data: str, or bytes in the encoding they declare). Old Gazebo blocks write
+    prefixed tags (<sensor:camera>, <controller:...>) whose prefix no xmlns declares, which XML refuses: the
+    prefixes used that the root's start tag does not declare are declared there and the text read again (they name
+    nothing the kinematics read; an inner declaration still holds within its element)."""
     try:
-        return ET.fromstring(text)
+        return ET.fromstring(data)
     except ET.ParseError as e:
         if "unbound prefix" not in str(e):
             raise
-        if isinstance(text, bytes):
-            text = text.decode("utf-8-sig", errors="replace")
-        # (a comment may hold tags; its lines are kept, so an error names the file's line)
-        text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group().count("\n"), text, flags=re.S)
-        declared = set(re.findall(r"xmlns:([\w.-]+)\s*=", text))
-        used = set(re.findall(r"</?([A-Za-z_][\w.-]*):[\w.-]", text))
-        used |= set(re.findall(r"\s([A-Za-z_][\w.-]*):[\w.-]+\s*=", text))
-        missing = sorted(used - declared - {"xml", "xmlns"})
-        start = re.search(r"<(?![?!])[^\s/>]+", text)  # the root element's start tag
-        if not missing or start is None:
-            raise
-        extra = "".join(f' xmlns:{p}="urn:undeclared:{p}"' for p in missing)
-        return ET.fromstring(text[:start.end()] + extra + text[start.end():])  # (what else is wrong, if anything)
+    binary = isinstance(data, bytes)
+    text = data.decode("latin-1") if binary else data  # (bytes: ASCII markup found in any ASCII-based encoding)
+    root = _root_tag(text)
+    if root is None:
+        raise ET.ParseError("unbound prefix (and no root element found)")
+    declared = set(re.findall(r"xmlns:([\w.-]+)\s*=", text[root[0]:root[1]]))
+    used = set(re.findall(r"</?([A-Za-z_][\w.-]*):[\w.-]", text))
+    used |= set(re.findall(r"\s([A-Za-z_][\w.-]*):[\w.-]+\s*=", text))
+    extra = "".join(f' xmlns:{p}="urn:undeclared:{p}"' for p in sorted(used - declared - {"xml", "xmlns"}))
+    at = root[0] + len(re.match(r"<[^\s/>]+", text[root[0]:]).group())
+    fixed = text[:at] + extra + text[at:]
+    return ET.fromstring(fixed.encode("latin-1") if binary else fixed)  # (what else is wrong, if anything)
+
+
+def _root_tag(text):
+    """(start, end) of the root element's start tag: after the prolog's declaration, processing instructions,
+    comments and DOCTYPE (its internal subset may hold '<' and '>'); None if there is none."""
+    i, n = 0, len(text)
+    while i < n:
+        i = text.find("<", i)
+        if i < 0:
+            return None
+        if text.startswith("<?", i):
+            i = text.find("?>", i + 2)
+        elif text.startswith("<!--", i):
+            i = text.find("-->", i + 4)
+        elif text.startswith("<!", i):  # <!DOCTYPE name [ ... ]>: quoted strings and the subset skipped
+            j, depth, quote = i + 2, 0, None
+            while j < n and (quote or depth or text[j] != ">"):
+                c = text[j]
+                if quote:
+                    quote = None if c == quote else quote
+                elif c in "\"'":
+                    quote = c
+                elif c == "[":
+                    depth += 1
+                elif c == "]":
+                    depth -= 1
+                j += 1
+            i = j if j < n else -1
+        else:
+            end = text.find(">", i)
+            return None if end < 0 else (i, end + 1)
+        if i < 0:
+            return None
+        i += 1
+    return None
 
 
 def _joint(j, name, kind, parent, child):

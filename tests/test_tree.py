@@ -499,6 +499,17 @@ def test_urdf_undeclared_prefixes_huge_and_crossed_limits(tmp_path):
         Tree.from_urdf(str(tmp_path / "bad.urdf"))
     with pytest.raises(ValueError, match="not a URDF document: root element is <.*ros.*robot>"):
         Tree.from_urdf(text.replace("<robot ", "<ros:robot ").replace("</robot>", "</ros:robot>"))
+    # The encoding the bytes declare holds on the second reading; a prefix declared on another element only, a
+    # processing instruction, a DOCTYPE's internal subset and a CDATA section do not get in the way.
+    latin = text.replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="ISO-8859-1"?>').replace(
+        '"shoulder_pan"', '"\u00e9paule"')
+    assert "\u00e9paule" in Tree.from_urdf(latin.encode("latin-1"), "world", "hand").joint_names
+    odd = text.replace('<?xml version="1.0"?>', '<?xml version="1.0"?>\n<?tool a<b?>\n'
+                       '<!DOCTYPE robot [<!ENTITY e "<x/>">]>').replace(
+        '<gazebo reference="upper_arm">', '<gazebo reference="upper_arm" xmlns:sensor="urn:s"><sensor:ray/>'
+        '<![CDATA[ <!-- ]]>')
+    assert odd.count("\n") == text.count("\n") + 2
+    assert Tree.from_urdf(odd, "world", "hand").n == Tree.from_urdf(odd.encode(), "world", "hand").n == 4
 
     huge = text.replace('lower="-2.9" upper="2.9"', 'lower="-1e+16" upper="1e+16"').replace(
         'lower="-1.9" upper="1.9"', 'lower="-999999" upper="999999"')
@@ -518,6 +529,15 @@ def test_urdf_undeclared_prefixes_huge_and_crossed_limits(tmp_path):
             finally:
                 compiled.set_enabled(True)
             assert res.success and np.abs(res.q[:2]).max() < 50
+
+    # One bound far and the other near: sampled within pi of the near one, inside the bounds (never upside down).
+    far = text.replace('lower="-2.9" upper="2.9"', 'lower="0.5" upper="1e+16"').replace(
+        'lower="-1.9" upper="1.9"', 'lower="-1e6" upper="-0.2"')
+    tree = Tree.from_urdf(far, "world", "hand")
+    assert np.allclose([tree.sample_lower[0], tree.sample_upper[0]], [0.5, 0.5 + np.pi])
+    assert np.allclose([tree.sample_lower[1], tree.sample_upper[1]], [-0.2 - np.pi, -0.2])
+    Q = tree.random_configurations(2, 200)
+    assert (Q[:, 0] >= 0.5).all() and (Q[:, 0] <= 0.5 + np.pi).all() and (Q[:, 1] <= -0.2).all()
 
     crossed = text.replace('lower="-1.9" upper="1.9"', 'lower="1.9" upper="-1.9"')
     with pytest.raises(ValueError, match="joint 'shoulder_lift': its lower limit 1.9 is above its upper limit -1.9; "
