@@ -3,9 +3,12 @@
 targets from FK of random valid configurations, random valid seeds; success within 10 ms, mean and median
 time per method, success-versus-budget curves, and, when `make bench-peers` has run, the peers
 (roboticstoolbox-python's C++ ik_LM / ik_NR, ikpy) on the same targets and seeds with the ratio of our
-median time to theirs.
+median time to theirs. With ``--arm`` (as often as wanted), the same on your own URDFs instead (results in
+table1_arms.json, apart from the six arms'): FILE, FILE:BASE:TIP, or FILE::TIP (base: the root link; tip: the
+link with the most joints above it and no mimic joint on the way).
 
     python -m fullbody_ik.benchmarks.table1 [--targets N] [--methods lm,memetic,...] [--max-budget-ms 50]
+    python -m fullbody_ik.benchmarks.table1 --arm my_robot.urdf --arm other.urdf:base_link:tool0 --methods lm
 """
 
 import argparse
@@ -29,13 +32,52 @@ ARMS = [
     ("kuka_kr120r2500pro", "base_link", "tool0"),
 ]
 METHODS = ["memetic", "memetic+lm", "lm", "lm-numpy", "nullspace", "projected_gradient", "ncg"]
-PROBLEMS = os.path.join(RESULTS, "table1_problems.npz")
-PEERS = os.path.join(RESULTS, "table1_peers.json")
 PEERS_PYTHON = os.path.join(ROOT, ".venv-peers", "bin", "python")
+OWN_ARMS = "FULLBODY_IK_TABLE1_ARMS"  # --arm's arms, as JSON {name: path}, for this process and the peers'
+
+
+def own_arms():
+    """{name: URDF path} of --arm's arms (empty: the six arms)."""
+    return json.loads(os.environ.get(OWN_ARMS) or "{}")
+
+
+def arms():
+    """[(name, base, tip)]: --arm's when given, else the six arms."""
+    own = own_arms()
+    return [tuple(a) for a in own["arms"]] if own else ARMS
+
+
+def files(stem="table1"):
+    """(results name, problem set, peers' results) for the six arms, or for --arm's apart from theirs."""
+    name = f"{stem}_arms" if own_arms() else stem
+    return name, os.path.join(RESULTS, f"{name}_problems.npz"), os.path.join(RESULTS, f"{name}_peers.json")
+
+
+def urdf_path(name):
+    return own_arms().get("paths", {}).get(name) or os.path.join(URDF, f"{name}.urdf")
 
 
 def load(name, base, tip):
-    return Tree.from_urdf(os.path.join(URDF, f"{name}.urdf"), base_link=base, tip_links=tip)
+    return Tree.from_urdf(urdf_path(name), base_link=base, tip_links=tip)
+
+
+def arm_spec(spec):
+    """--arm FILE[:BASE[:TIP]] -> (path, base, tip), the defaults found in the file: the root link, and the link with
+    the most joints above it that no mimic joint moves (a gripper's second finger)."""
+    path, _, rest = spec.partition(":")
+    base, _, tip = rest.partition(":")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--arm {spec}: no file {path}")
+    whole = Tree.from_urdf(path, base_link=base or None, mimic="free")
+    base = base or whole.link_names[0]
+    if not tip:
+        mimicked = np.zeros(len(whole.link_names), bool)
+        for i in range(1, len(whole.link_names)):
+            joint = whole.link_joint[i]
+            mimicked[i] = mimicked[whole.parent[i]] or bool(getattr(joint, "mimic", None))
+        depth = np.where(mimicked, -1, whole.ancestors.sum(axis=1))
+        tip = whole.link_names[int(np.argmax(depth))]
+    return path, base, tip
 
 
 def problems(tree, tip, count, seed):
@@ -112,6 +154,8 @@ def interleaved(tree, tip, targets, seeds, name, methods, budget, peers, chunk):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--targets", type=int, default=1000)
+    ap.add_argument("--arm", action="append", metavar="FILE[:BASE:TIP]",
+                    help="your own URDF arm instead of the six (as often as wanted); results in table1_arms.json")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--max-budget-ms", type=float, default=50.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -126,17 +170,30 @@ def main():
     ap.add_argument("--stored-peers", action="store_true", help="do not run the peers: compare with their stored "
                     "results (an earlier run: the ratios then compare two moments of the machine)")
     args = ap.parse_args()
+    if args.arm:  # (in the environment: the peers' process reads them too)
+        own, paths = [], {}
+        for spec in args.arm:
+            path, base, tip = arm_spec(spec)
+            name = stem = os.path.splitext(os.path.basename(path))[0]
+            while name in paths:
+                name = f"{stem}_{len(own)}"
+            paths[name] = os.path.abspath(path)
+            own.append((name, base, tip))
+        os.environ[OWN_ARMS] = json.dumps({"arms": own, "paths": paths})
+        for name, base, tip in own:
+            print(f"arm {name}: {paths[name]}, {base} -> {tip}, {load(name, base, tip).n} joints")
+    results_name, problem_file, peers_file = files()
     prepare_compiled()
     methods = args.methods.split(",")
     stored = {}
-    for name, base, tip in ARMS:  # the problem set the peers read
+    for name, base, tip in arms():  # the problem set the peers read
         tree = load(name, base, tip)
         targets, seeds = problems(tree, tip, args.targets, args.seed)
         stored[f"{name}/targets"], stored[f"{name}/seeds"] = targets, seeds
     os.makedirs(RESULTS, exist_ok=True)
-    np.savez_compressed(PROBLEMS, **stored)
+    np.savez_compressed(problem_file, **stored)
     if args.prepare_only:
-        print(f"wrote {PROBLEMS}")
+        print(f"wrote {problem_file}")
         return
     process = None
     pinned = None
@@ -148,17 +205,17 @@ def main():
         if not args.stored_peers:
             print(f"(no {os.path.relpath(PEERS_PYTHON, ROOT)}: make bench-peers runs the peers beside ours; the "
                   "stored peer results, if any, are from another moment)")
-        peers = json.load(open(PEERS)) if os.path.exists(PEERS) else None
+        peers = json.load(open(peers_file)) if os.path.exists(peers_file) else None
         if peers and peers.get("targets") != args.targets:
             print(f"(peer results are for {peers.get('targets')} targets, not {args.targets}: left out)")
             peers = None
     rows, out, panels = [], {}, {}
     before = {}
-    path = os.path.join(RESULTS, "table1.json")
+    path = os.path.join(RESULTS, f"{results_name}.json")
     if args.merge and os.path.exists(path):
         old = json.load(open(path))
         before = old["results"] if old.get("targets") == args.targets else {}
-    for name, base, tip in ARMS:
+    for name, base, tip in arms():
         tree = load(name, base, tip)
         targets, seeds = stored[f"{name}/targets"], stored[f"{name}/seeds"]
         out[name], panels[name] = {}, {}
@@ -183,9 +240,9 @@ def main():
                          f"{s['median_ms']:.2f}"])
     if process is not None:
         process.close()
-        with open(PEERS, "w") as fh:
+        with open(peers_file, "w") as fh:
             json.dump(peers, fh, indent=1)
-        print(f"wrote {os.path.relpath(PEERS, ROOT)} (the peers taking turns with ours, {args.chunk} targets a turn)")
+        print(f"wrote {os.path.relpath(peers_file, ROOT)} (the peers taking turns with ours, {args.chunk} targets a turn)")
     print(f"\nFull pose, {args.targets} targets per arm, success within 10 ms, random seeds")
     print(table(rows, ["arm", "DOF", "method", "success", "mean ms", "median ms"]))
     ratios = {}
@@ -197,11 +254,14 @@ def main():
         print("\nRatio of our median time to each peer's (below 1: we are faster)")
         keys = sorted({k for r in ratios.values() for k in r})
         print(table([[a] + [f"{r.get(k, float('nan')):.2f}" for k in keys] for a, r in ratios.items()], ["arm"] + keys))
-    plot_curves(os.path.join(RESULTS, "table1_curves.png"), panels, "Table I arms: solved within budget (full pose)")
-    write("table1", {"targets": args.targets, "results": out, "ratios": ratios,
+    plot_curves(os.path.join(RESULTS, f"{results_name}_curves.png"), panels,
+                "Table I arms: solved within budget (full pose)")
+    write(results_name, {"targets": args.targets, "results": out, "ratios": ratios,
+                         "arms": own_arms().get("paths") or None,
                      "peers": peers["machine"] if peers else None,
                      "peers_interleaved": bool(peers and peers.get("interleaved")), "pinned_cpu": pinned},
           f"python -m fullbody_ik.benchmarks.table1 --targets {args.targets}"
+          + "".join(f" --arm {spec}" for spec in args.arm or [])
           + (" --stored-peers" if args.stored_peers else f" --chunk {args.chunk}" if process else "") + (
               f" --methods {','.join(methods)} --merge" if args.merge else ""))
 

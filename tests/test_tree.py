@@ -3,6 +3,8 @@
 
 import math
 import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -544,6 +546,25 @@ def test_urdf_undeclared_prefixes_huge_and_crossed_limits(tmp_path):
                                          "choose a base link below it .base_link='forearm'"):
         Tree.from_urdf(crossed, "world", "hand")
     assert Tree.from_urdf(crossed, "forearm", "hand").joint_names == ["elbow", "wrist_roll"]
+
+
+def test_table1_takes_your_own_urdf_arms():
+    """``table1 --arm`` (a user's robot against the peers): FILE finds the root and the link with the most joints
+    above it that no mimic joint moves; FILE:BASE:TIP takes them; the same file twice gets two names; the problem
+    set is written apart from the six arms'; a file that does not exist is refused by name."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild_arm.urdf")
+    command = [sys.executable, "-m", "fullbody_ik.benchmarks.table1", "--targets", "3", "--prepare-only"]
+    out = subprocess.run(command + ["--arm", path, "--arm", f"{path}:base_link:wrist"], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"arm wild_arm: {path}, world -> finger_left, 5 joints" in out.stdout  # (finger_right mimics it)
+    assert f"arm wild_arm_1: {path}, base_link -> wrist, 3 joints" in out.stdout
+    written = out.stdout.strip().splitlines()[-1]
+    assert written.startswith("wrote ") and written.endswith("table1_arms_problems.npz")
+    with np.load(written[len("wrote "):]) as data:
+        assert data["wild_arm/targets"].shape == (3, 4, 4) and data["wild_arm_1/seeds"].shape == (3, 3)
+    out = subprocess.run(command + ["--arm", path + ".missing"], capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0 and "no file" in out.stderr and ".missing" in out.stderr
 
 
 def test_urdf_mistakes_are_refused_by_name(tmp_path):
