@@ -193,11 +193,10 @@ class Tree:
         if mimic not in ("refuse", "free"):
             raise ValueError(f"mimic must be 'refuse' or 'free', got {mimic!r}")
         tree = cls.subtree_of(parse_urdf(path_or_xml), base_link, tip_links)
-        unusable = [j for j in tree.joints if getattr(j, "unsupported", None) or getattr(j, "problem", None)]
+        unusable = [j for j in tree.joints if getattr(j, "problem", None)]
         if unusable:
             j = unusable[0]
-            what = f"URDF joint type {j.unsupported!r} is not supported" if j.unsupported else j.problem
-            raise ValueError(f"joint {j.name!r}: {what}; choose a base link below it (base_link={j.child!r}) or "
+            raise ValueError(f"joint {j.name!r}: {j.problem}; choose a base link below it (base_link={j.child!r}) or "
                              f"tip links that do not pass through it")
         followers = [j for j in tree.joints if getattr(j, "mimic", None)]
         if followers and mimic == "refuse":

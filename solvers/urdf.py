@@ -171,7 +171,7 @@ def _joint(j, name, kind, parent, child):
         if kind is None or (kind not in URDF_TYPES and kind.lower() in URDF_TYPES):  # (a mistake, not a type)
             raise ValueError(f"its type is {kind!r}, not a URDF joint type ({', '.join(URDF_TYPES)})")
         # Held fixed so the rest of the robot loads; Tree.from_urdf refuses it when it is in the tree asked for.
-        return Joint(name, "fixed", parent, child, origin, unsupported=str(kind))
+        return Joint(name, "fixed", parent, child, origin, problem=f"URDF joint type {kind!r} is not supported")
     axis_el = j.find("axis")
     axis = _floats(axis_el.get("xyz") if axis_el is not None else None, (1, 0, 0))
     if kind != "fixed":
