@@ -175,8 +175,10 @@ def main():
         for spec in args.arm:
             path, base, tip = arm_spec(spec)
             name = stem = os.path.splitext(os.path.basename(path))[0]
-            while name in paths:
-                name = f"{stem}_{len(own)}"
+            k = 0
+            while name in paths:  # (a.urdf twice: a, a_1; never a name given to another file)
+                k += 1
+                name = f"{stem}_{k}"
             paths[name] = os.path.abspath(path)
             own.append((name, base, tip))
         os.environ[OWN_ARMS] = json.dumps({"arms": own, "paths": paths})
