@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .armature import RigError
+from .structure import StructureError, find_legs
+from .structure import side_of as _side
 
 FOOT_WORDS = ("foot", "ankle")
 BALL_WORDS = ("toe", "ball")
@@ -44,21 +46,6 @@ class Foot:
     @property
     def label(self):
         return f"{self.side} foot ({self.ankle})"
-
-
-def _side(name):
-    """'left', 'right' or None from a bone name's side marker (Left/Right, .L/_l/-L, l_ ...)."""
-    n = name.lower().split(":")[-1]
-    if "left" in n:
-        return "left"
-    if "right" in n:
-        return "right"
-    tokens = re.split(r"[._\-\s]+", n)
-    if "l" in tokens:
-        return "left"
-    if "r" in tokens:
-        return "right"
-    return None
 
 
 def _words(name):
@@ -200,7 +187,13 @@ def find_feet(obj, spec=None):
             raise RigError(f"--feet {spec!r}: give the two feet, a left and a right one, as ANKLE:BALL,ANKLE:BALL "
                            "(sides are read from the names, else the first is the left)")
         return feet
-    # Prefer deform bones, then bones with a toe child, then the ones lower in the hierarchy (the leg's).
+    try:  # the skeleton's structure first: any naming, feet hanging from the root included
+        legs = find_legs(obj)
+    except StructureError:
+        legs = None
+    if legs and all(legs[s]["foot"] for s in ("left", "right")):
+        return [_foot(obj, s, legs[s]["foot"], legs[s]["toe"]) for s in ("left", "right")]
+    # Names: deform bones first, then bones with a toe child, then the ones lower in the hierarchy (the leg's).
     found = best_per_side(obj, FOOT_WORDS,
                           lambda bone: (_rank(bone.name), _ball_of(bone) is None, -len(bone.parent_recursive)))
     if set(found) != {"left", "right"}:

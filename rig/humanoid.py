@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Humanoid skeletons mapped to roles (pelvis, spine, chest, neck, head; per side thigh, shin, foot, toe,
-shoulder, upper arm, forearm, hand) from the hierarchy first, names second, so any naming works: CMU BVH,
-the BVH ``LeftHip``/``LeftKnee`` convention, Rigify's metarig and DEF bones, Unreal-like, Mixamo, Quaternius.
-
-The legs are found from the feet up (rig.feet), the arms from the hands up, the pelvis where the legs meet,
-the chest where the arms meet, the spine between them and the neck and head above the chest. Each role
-carries a confidence: 1 when hierarchy and name agree, lower when only one of them tells.
+shoulder, upper arm, forearm, hand): from a bone map (given, or a preset whose bones the armature has), else from
+the skeleton's structure (rig.structure: hierarchy and rest geometry, any naming), else from names and hierarchy.
+Required: the pelvis, the chest and per side the thigh, shin, foot, upper arm and forearm; the toes, shoulders,
+hands, neck and head are mapped when the skeleton has them. Each role carries a confidence: 1 when structure and
+name agree, 0.5 when only one of them tells.
 """
 
 import json
@@ -17,6 +16,7 @@ import numpy as np
 
 from .armature import RigError
 from .feet import _rank, _side, best_per_side, find_feet
+from .structure import StructureError, find_structure
 
 HAND_WORDS = ("hand", "wrist", "palm")
 SIDES = ("left", "right")
@@ -37,7 +37,8 @@ class Humanoid:
     roles: dict  # role -> bone name ("pelvis", "chest", "neck", "head", "left thigh", ...)
     spine: list  # bones from the pelvis (excluded) to the chest (included), in order
     confidence: dict = field(default_factory=dict)  # role -> 0..1
-    source: str = "found"  # "found" (hierarchy and names), "preset 'NAME'", or "given"
+    source: str = "found"  # "found" (structure, names as a hint), "preset 'NAME'", or "given"
+    notes: list = field(default_factory=list)  # how it was read (which way the character faces)
 
     def bone(self, role):
         return self.roles.get(role, "")
@@ -88,7 +89,7 @@ def find_hands(obj):
 
 BUNDLED_MAPS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets", "bone_maps")
 REQUIRED = ("pelvis", "chest") + tuple(f"{s} {r}" for s in SIDES for r in ("thigh", "shin", "foot", "upper_arm",
-                                                                          "forearm", "hand"))
+                                                                          "forearm"))
 
 
 def user_bone_map_folder(create=False):
@@ -162,7 +163,21 @@ def map_humanoid(obj, roles=None):
 
 
 def find_humanoid(obj):
-    """The Humanoid of an armature found from hierarchy and names, or a RigError saying what is missing."""
+    """The Humanoid of an armature found from its structure (rig.structure), else from hierarchy and names; a
+    RigError saying what was looked at and why it was not taken."""
+    try:
+        roles, spine, notes = find_structure(obj)
+    except StructureError as e:
+        try:
+            return _by_names(obj)
+        except RigError as by_names:
+            raise RigError(f"{obj.name!r} is not a humanoid this can map: {e} (by names: {by_names})") from None
+    conf = {role: 0.5 + 0.5 * _name_score(name, role.split()[-1]) for role, name in roles.items()}
+    return Humanoid(obj.name, roles, spine, conf, "found", notes)
+
+
+def _by_names(obj):
+    """The Humanoid of an armature found from names and hierarchy, or a RigError saying what is missing."""
     bones = obj.data.bones
     missing = []
     try:

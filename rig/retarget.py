@@ -81,8 +81,12 @@ class _Skeleton:
         right upper arm; up: to the head) and each foot (forward: ankle to toe, up: the world's)."""
         _, P = self.rest_world()
         at = lambda role: P[self.index[self.h.bone(role)]]  # noqa: E731
+        chest_bone = self.obj.data.bones[self.h.bone("chest")]
+        W = np.array(self.obj.matrix_world)
+        top = at(self.h.bone("head") and "head" or "neck") if (self.h.bone("head") or self.h.bone("neck")) else \
+            (W @ np.append(np.array(chest_bone.tail_local), 1.0))[:3]  # (no neck nor head: the chest's own tail)
         out = {"pelvis": _frame(at("right thigh") - at("left thigh"), at("chest") - at("pelvis")),
-               "chest": _frame(at("right upper_arm") - at("left upper_arm"), at("head") - at("chest"))}
+               "chest": _frame(at("right upper_arm") - at("left upper_arm"), top - at("chest"))}
         for s in SIDES:
             toe = self.h.bone(f"{s} toe")
             foot = self.obj.data.bones[self.h.bone(f"{s} foot")]
@@ -307,7 +311,12 @@ def retarget(scene, source, target, options=None, progress=None):
     Rs_rest, _ = S.rest_world()
     Rt_rest, t_rest_heads = T.rest_world()
     W_t = np.array(target.matrix_world)  # (at the first frame, before the passes below leave the target out)
-    s_hands = [S.index[hs.bone(f"{s} hand")] for s in SIDES]
+    if options.hands:
+        handless = [f"{h.armature!r} ({s})" for h in (hs, ht) for s in SIDES if not h.bone(f"{s} hand")]
+        if handless:
+            raise RigError(f"hands held where the source's are: {', '.join(handless)} has no hand bone (its arm ends "
+                           "at the forearm); retarget without holding the hands")
+    s_hands = [S.index[hs.bone(f"{s} hand") or hs.bone(f"{s} forearm")] for s in SIDES]
     s_pelvis = S.index[hs.bone("pelvis")]
     # The source over the frames (world): its mapped bones' rotations, pelvis, hands, lower ankle.
     F = len(frames)

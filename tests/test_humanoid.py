@@ -3,13 +3,15 @@
 CMU BVH, the Boxing_Toes BVH convention, Rigify's metarig, mannequiny (glTF), Quaternius (FBX), Mixamo names;
 what is not a humanoid is refused with what is missing."""
 
+import itertools
+
 import pytest
 
 bpy = pytest.importorskip("bpy")
 
 from fullbody_ik.rig import RigError  # noqa: E402
 from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
-from fullbody_ik.tools import scenes  # noqa: E402
+from fullbody_ik.tools import characters, scenes  # noqa: E402
 
 LIMBS = ("thigh", "shin", "foot", "shoulder", "upper_arm", "forearm", "hand")
 
@@ -65,9 +67,41 @@ def test_humanoids_are_mapped_from_hierarchy_and_names(kind):
     assert 0.5 < h.hip_height(obj) < 3.0
 
 
-def test_what_is_not_a_humanoid_is_refused_with_what_is_missing():
+def test_a_skeleton_with_hand_bones_named_otherwise_is_mapped_by_its_structure():
     obj = load("cmu")
-    for b in obj.data.bones:  # a character without hands (its hand bones renamed away)
+    for b in obj.data.bones:  # no bone named like a hand: the arms still end in hands, found from the fingers
         b.name = b.name.replace("Hand", "Paw")
-    with pytest.raises(RigError, match="not a humanoid.*no left hand or right hand"):
+    h = map_humanoid(obj)
+    assert (h.roles["left hand"], h.roles["right forearm"]) == ("LeftPaw", "RightForeArm")
+
+
+# Naming conventions, rest poses, proportions, units, feet hanging from the root, arms with no hands, twist segments:
+# built bone by bone as other tools export them; each must map to the roles it was built with.
+VARIANTS = [dict(convention=c, rest=r, proportions=p, centimetres=cm, hands=hands, fingers=hands and fingers,
+                 toes=toes, feet_on_root=root, twist=twist)
+            for k, (c, r, p, cm, hands, fingers, toes, root, twist) in enumerate(itertools.product(
+                list(characters.NAMES) + ["anonymous"], ("T", "A"), ("adult", "chibi", "long"), (False, True),
+                (True, False), (True, False), (True, False), (False, True), (False, True)))
+            if k % 37 == 0]  # (a spread sample: every convention, every option both ways)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(str(x) for x in v.values()))
+def test_humanoids_of_any_naming_pose_and_proportions_are_mapped_by_structure(variant):
+    scenes.fresh(bpy)
+    obj, roles = characters.build(bpy, **variant)
+    h = map_humanoid(obj)
+    assert {r: h.roles.get(r) for r in roles} == roles
+    assert not set(h.roles) - set(roles)  # nothing else taken for a role (a pole target, a finger)
+
+
+def test_what_is_not_a_humanoid_is_refused_saying_what_was_looked_at():
+    scenes.fresh(bpy)
+    obj, _ = characters.build(bpy, "plain")
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = obj.data.edit_bones
+    for name in ("UpperLegR", "LowerLegR", "FootR", "ToesR"):  # one leg
+        eb.remove(eb[name])
+    bpy.ops.object.mode_set(mode="OBJECT")
+    with pytest.raises(RigError, match=r"not a humanoid this can map: .*legs.*looked at.*'FootL'"):
         map_humanoid(obj)
