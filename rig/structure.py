@@ -56,20 +56,60 @@ class _Skeleton:
         for i, b in enumerate(self.bones):
             self._at.setdefault(self._place(b), i)
         self.parent = [self._kept_parent(b) for b in self.bones]
+        # Heads only: they are the file's joints; tails are an importer's guess (glTF, FBX) where no child is.
+        heads = self.head if self.bones else np.zeros((1, 3))
+        self.floor, self.top = float(heads[:, 2].min()), float(heads[:, 2].max())
+        self.height = max(self.top - self.floor, 1e-9)
+        self._hang_feet()
         self.children = [[] for _ in self.bones]
         for i, p in enumerate(self.parent):
             if p >= 0:
                 self.children[p].append(i)
-        pts = np.vstack([self.head, self.tail]) if self.bones else np.zeros((1, 3))
-        self.floor, self.top = float(pts[:, 2].min()), float(pts[:, 2].max())
-        self.height = max(self.top - self.floor, 1e-9)
         self.deform = [b.use_deform for b in self.bones]
         n = len(self.bones)
         self.below = [[] for _ in range(n)]  # each bone's subtree (itself included)
         for i in self._post_order():
             self.below[i] = [i] + [j for c in self.children[i] for j in self.below[c]]
-        self.low = [float(min(self.head[s, 2].min(), self.tail[s, 2].min())) for s in self.below]
-        self.high = [float(max(self.head[s, 2].max(), self.tail[s, 2].max())) for s in self.below]
+        leaf_ends = np.array([self.tail[i, 2] if not c else np.inf for i, c in enumerate(self.children)])
+        self.low = [float(min(self.head[s, 2].min(), leaf_ends[s].min())) for s in self.below]  # (a leg with no
+        # foot ends at its shin's tail)
+        self.high = [float(self.head[s, 2].max()) for s in self.below]
+        self.end = [self.head[max(c, key=lambda k: len(self.below[k]))] if c else self.tail[i]
+                    for i, c in enumerate(self.children)]  # a bone's far joint: its main child's head
+
+    def _hang_feet(self):
+        """A foot hanging from the root or a control bone (a game rig's leg IK lost on export) is read as hanging
+        from its leg: the leaf bone straight above it (a shin ending there), when there is one."""
+        is_leaf = [True] * len(self.bones)
+        for p in self.parent:
+            if p >= 0:
+                is_leaf[p] = False
+        size = [0] * len(self.bones)
+        for f in range(len(self.bones)):
+            b = f
+            while b >= 0:
+                size[b] += 1
+                b = self.parent[b]
+        for f, p in enumerate(self.parent):
+            low = self.head[f, 2] - self.floor < 0.2 * self.height and size[f] <= 6  # (a foot and its toes)
+            rootish = p < 0 or self.parent[p] < 0 or NOT_LIMB.search(self.name(p))
+            if not (low and rootish) or NOT_LIMB.search(self.name(f)):
+                continue
+            up = self.head[:, 2] - self.head[f, 2]
+            side = np.linalg.norm((self.head - self.head[f])[:, :2], axis=1)
+            legs = [k for k in range(len(self.bones)) if is_leaf[k] and k != f and up[k] > 0.1 * self.height
+                    and side[k] < 0.35 * up[k] and not NOT_LIMB.search(self.name(k)) and not self._above(f, k)]
+            if legs:
+                self.parent[f] = min(legs, key=lambda k: up[k] + side[k])
+                is_leaf[self.parent[f]] = False
+
+    def _above(self, a, b):
+        """Whether bone ``a`` is an ancestor of bone ``b``."""
+        while b >= 0:
+            b = self.parent[b]
+            if b == a:
+                return True
+        return False
 
     @staticmethod
     def _place(bone):
@@ -117,7 +157,8 @@ def _pelvis(sk):
         z = float(sk.head[i, 2]) - sk.floor
         if z < 0.2 * sk.height:
             continue
-        legs = [c for c in sk.children[i] if sk.low[c] - sk.floor <= 0.3 * z and sk.high[c] - sk.low[c] >= 0.5 * z]
+        legs = [c for c in sk.children[i] if sk.low[c] - sk.floor <= 0.1 * sk.height and sk.high[c] - sk.low[c] >= 0.5 * z
+                and not FACE.search(sk.name(c))]
         if len(legs) < 2:
             continue
         legs.sort(key=lambda c: -(sk.high[c] - sk.low[c]))  # the longest spans: legs, not feet hanging from it
@@ -135,7 +176,7 @@ def _main_path(sk, start, key):
 
 
 def _joints(sk, path):
-    return np.vstack([sk.head[path], sk.tail[path[-1]][None]])
+    return np.vstack([sk.head[path], sk.end[path[-1]][None]])
 
 
 def _leg(sk, top, pelvis):
@@ -163,11 +204,10 @@ def _leg(sk, top, pelvis):
     leg_height = J[hip, 2] - sk.floor
     for a in range(hip + 1, len(path)):
         below = sk.below[path[a]]  # (the whole foot, whichever branch the path took: toe, heel)
-        rest = np.vstack([sk.head[below], sk.tail[[b for b in below if sk.children[b]]]]) if len(below) > 1 \
-            else J[a:a + 1]  # (a leaf's tail is the importer's guess: not read)
+        rest = sk.head[below]  # (the whole foot's joints, whichever branch the path took: toe, heel)
         drop = float(J[a, 2] - rest[:, 2].min())
         reach = float(np.max(np.linalg.norm((rest - J[a])[:, :2], axis=1)))
-        if J[a, 2] - sk.floor < 0.25 * leg_height and reach >= drop:
+        if J[a, 2] - sk.floor < 0.25 * leg_height and reach >= 0.6 * drop:  # (a heeled shoe drops more)
             ankle = a
             break
     between = list(range(hip + 1, ankle))
@@ -196,7 +236,7 @@ def _detached_foot(sk, ankle, taken, leg_height):
 def _toe(sk, foot):
     """The foot's child reaching furthest from the ankle along the ground (the toes, not a heel bone), or None."""
     kids = [c for c in sk.children[foot] if not NOT_LIMB.search(sk.name(c))]
-    reach = lambda c: float(np.linalg.norm(((sk.tail[c] if not sk.children[c] else sk.head[c]) - sk.head[foot])[:2]))  # noqa: E731
+    reach = lambda c: float(np.linalg.norm((sk.head[c] - sk.head[foot])[:2]))  # noqa: E731
     return max(kids, key=lambda c: (reach(c), len(sk.below[c]))) if kids else None
 
 
@@ -224,8 +264,8 @@ def _left_axis(sk, legs, ankles):
     up = np.array([0.0, 0.0, 1.0])
     forward = np.zeros(3)
     for leg, ankle in zip(legs, ankles):
-        tips = [sk.tail[leg[k]] for k in ("toe", "foot") if leg.get(k) is not None]
-        tips += [sk.head[leg["toe"]]] if leg.get("toe") is not None else []
+        tips = [sk.head[leg["toe"]]] if leg.get("toe") is not None else \
+            [sk.end[leg["foot"]]] if leg.get("foot") is not None else []
         for tip in tips:
             d = tip - ankle
             d[2] = 0.0
@@ -252,7 +292,7 @@ def _arm_tops(sk, spine_path, left, centre, taken):
         for c in sk.children[b]:
             if c in on_path or c in taken:
                 continue
-            pts = np.vstack([sk.head[sk.below[c]], sk.tail[sk.below[c]]])
+            pts = sk.head[sk.below[c]]
             lateral = (pts - centre) @ left
             for side, reach in (("left", float(lateral.max())), ("right", float(-lateral.min()))):
                 if reach > 0.15 * sk.height and (side not in best or reach > best[side][0]):
@@ -283,22 +323,26 @@ def _fingers_from(sk, bone):
 
 def _arm(sk, top, left, centre, sign):
     """{"shoulder", "upper_arm", "forearm", "hand"} of the arm below ``top`` (shoulder and hand may be None)."""
-    out = lambda c: float(sign * ((np.vstack([sk.head[sk.below[c]], sk.tail[sk.below[c]]]) - centre) @ left).max())  # noqa: E731
+    out = lambda c: float((sign * ((sk.head[sk.below[c]] if sk.children[c] else sk.end[c][None]) - centre) @ left).max())  # noqa: E731
     path = _main_path(sk, top, lambda c: (not FINGER_NAME.search(sk.name(c)) or len(sk.children[c]) > 1, out(c)))
     hand = next((k for k, b in enumerate(path) if HAND_NAME.search(sk.name(b)) and not FINGER_NAME.search(sk.name(b))
                  and not NOT_LIMB.search(sk.name(b))), None)
+    length = lambda run: float(np.linalg.norm(sk.end[run[-1]] - sk.head[run[0]]))  # noqa: E731
+    before, ends_at_forearm = path, False
     if hand is None:
         hand = next((k for k, b in enumerate(path) if k >= 2 and _fingers_from(sk, b)), None)
-    before = path[:hand] if hand is not None else path
+        if hand is not None and length([path[hand]]) > 0.75 * length(_segments(sk, path[:hand])[-1]):
+            before, hand, ends_at_forearm = path[:hand + 1], None, True  # (fingers from a bone as long as the one
+            # before it: a forearm, no hand)
+    if hand is not None:
+        before = path[:hand]
     runs = _segments(sk, before)
-    length = lambda run: float(np.linalg.norm(sk.tail[run[-1]] - sk.head[run[0]]))  # noqa: E731
     if len(runs) < 2:
         return None, f"{sk.name(top)!r}: fewer than two bones before the hand"
-    pairs = [(length(runs[k]) + length(runs[k + 1]), k) for k in range(len(runs) - 1)]
-    if hand is not None:  # the forearm ends at the hand
+    if hand is not None or ends_at_forearm:  # the forearm ends at the hand, or is the last
         k = len(runs) - 2
     else:
-        k = max(pairs)[1]
+        k = max((length(runs[k]) + length(runs[k + 1]), k) for k in range(len(runs) - 1))[1]
         if k + 2 < len(runs):  # a bone after the forearm: the hand (no fingers, no name)
             hand = path.index(runs[k + 2][0])
     arm = {"upper_arm": runs[k][0], "forearm": runs[k + 1][0], "hand": path[hand] if hand is not None else None,
@@ -320,7 +364,7 @@ def _neck_head(sk, chest, taken, left, centre):
     if named:
         head = named[0]
     else:
-        solid = [b for b in path if np.linalg.norm(sk.tail[b] - sk.head[b]) > 0.03 * sk.height]
+        solid = [b for b in path if np.linalg.norm(sk.end[b] - sk.head[b]) > 0.03 * sk.height]
         if not solid:
             return None, None
         head = solid[-1] if len(solid) > 1 or len(path) == 1 else solid[0]
