@@ -63,7 +63,11 @@ def _bake_options(p, command="bake"):
                        help="mesh objects to stand on (modifiers evaluated)")
         p.add_argument("--feet", metavar="ANKLE:BALL,ANKLE:BALL",
                        help="the feet by hand, e.g. LeftFoot:LeftToeBase,RightFoot:RightToeBase (default: found "
-                            "from bone names)")
+                            "from the skeleton's structure)")
+        p.add_argument("--keep-reference-frames", action="store_true",
+                       help="keep a pose held apart from the take at the range's start or end (CMU's first frame, a "
+                            "calibration T-pose) in the default range: it is left out otherwise, and the report "
+                            "says so")
     p.add_argument("--action", help="action to work on (default: the armature's current action)")
     p.add_argument("--frames", help="frame range FIRST-LAST (default: the scene's frame range)")
     p.add_argument("--step", type=int, default=1, help="every n-th frame (default 1)")
@@ -98,12 +102,19 @@ def _retarget_options(rt):
     rt.add_argument("--action", help="the source's clip to use, when it has several (default: its active one)")
     rt.add_argument("--source-map", metavar="MAP.json", help="the source's bone map (a saved preset's JSON; "
                                                              "default: a preset whose bones it has, else found)")
-    rt.add_argument("--target-map", metavar="MAP.json", help="the character's bone map, likewise")
+    rt.add_argument("--target-map", metavar="MAP.json", help="the character's bone map, likewise (the format: "
+                                                             "docs/bone-maps.md)")
+    rt.add_argument("--feet", metavar="ANKLE:BALL,ANKLE:BALL",
+                    help="the character's feet by hand, e.g. FootL:ToesL,FootR:ToesR (default: from its bone map, or "
+                         "found from its structure)")
     rt.add_argument("--frames", help="FIRST-LAST of the source (default: its action's range)")
     rt.add_argument("--root", choices=("scaled", "kept", "in_place"), default="scaled",
                     help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
     rt.add_argument("--terrain", help="OBJ[,OBJ...] in the character's file to plant the feet on (default: its floor)")
     rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
+    rt.add_argument("--keep-reference-frames", action="store_true",
+                    help="keep a pose held apart from the take at the clip's start or end (CMU's first frame, a "
+                         "calibration T-pose) in the default range: it is left out otherwise, and the report says so")
     rt.add_argument("--hands", action="store_true",
                     help="hold the hands where the source's are from its pelvis (scaled), with the contacts")
     rt.add_argument("--bvh-scale", type=_positive, default=1.0, metavar="S",
@@ -423,6 +434,15 @@ def run_footplant(args, inside_blender=False):
     source, output = _open(args)
     obj, scene = _armature(args, need_goals=False)
     first, last = frames or (scene.frame_start, scene.frame_end)
+    reference, why = [], ""
+    if frames is None and not args.keep_reference_frames:  # (a CMU clip's first frame: not part of the take)
+        from .rig.evaluation import evaluating_only
+        from .rig.takes import reference_frames
+
+        with evaluating_only(scene, [obj]):
+            reference, why = reference_frames(scene, obj, first, last)
+        take = [f for f in range(first, last + 1) if f not in reference]
+        first, last = (take[0], take[-1]) if take else (first, last)
     options = FootOptions(first, last, terrain, args.feet or "", args.step, args.method or "",
                           args.time_limit or 0.0, args.max_error, independent=args.independent_frames,
                           workers=args.threads or 0)
@@ -431,6 +451,10 @@ def run_footplant(args, inside_blender=False):
         report = foot_placement(scene, obj, options, progress=_progress(obj, "placing the feet of"))
     except RigError as e:
         raise Failure(str(e)) from None
+    if reference:
+        report.warnings.append(f"left out of the range as not part of the take: {why} (--keep-reference-frames "
+                               "keeps them)")
+        report.reference_frames = reference
     return _finish(args, source, output, report, report.ok, report.verdict)
 
 
@@ -610,17 +634,23 @@ def run_retarget(args):
     warnings = _clip_warnings(bpy.context.scene, clip, args.clip_rate == "scene")
     if args.action:
         _use_action(source, args.action)
+    _check_motion(source, named.get(source, source.name), args.source, target, args.target)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
-                              args.time_limit or 0.0, args.hands, *maps, independent=args.independent_frames,
-                              workers=args.threads or 0)
+                              args.time_limit or 0.0, args.hands, *maps, feet=args.feet or "",
+                              keep_reference_frames=args.keep_reference_frames,
+                              independent=args.independent_frames, workers=args.threads or 0)
     if not args.no_ik:  # (the foot placement solves, with the character's own solver setting)
         _prepare_solver(target, None)
     try:
         report = retarget(bpy.context.scene, source, target, options,
                           progress=_progress(target, "retargeting onto"))
     except RigError as e:
-        raise Failure(str(e)) from None
+        text = str(e)
+        if "not a humanoid this can map" in text:
+            which = "--source-map" if text.startswith(repr(source.name)) else "--target-map"
+            text += f"; give its bones by hand: {which} MAP.json (the format: docs/bone-maps.md)"
+        raise Failure(text) from None
     report.source = named.get(source, source.name)  # (as its file names it)
     for o in added:  # the source goes: the file holds the character with its new action
         bpy.data.objects.remove(o, do_unlink=True)
@@ -629,6 +659,30 @@ def run_retarget(args):
     for w in warnings:
         log(f"fullbody_ik retarget: warning: {w}")
     return dict(result, warnings=warnings)
+
+
+def _check_motion(source, name, source_path, target, target_path):
+    """A source with no motion, or a character given where the motion goes (the two files swapped), is refused by
+    name (exit 2) before any work."""
+    skinned = lambda arm: any(o.type == "MESH" and (o.parent == arm or any(  # noqa: E731
+        m.type == "ARMATURE" and m.object == arm for m in o.modifiers)) for o in arm.users_scene[0].objects) \
+        if arm.users_scene else False
+    usage = "retarget MOTION CHARACTER: the motion file first, the character second"
+    if skinned(source) and not skinned(target) and os.path.splitext(target_path)[1].lower() == ".bvh":
+        raise UsageError(f"the source {source_path} is a character (a skinned mesh) and the target {target_path} a "
+                         f"BVH skeleton: the two look swapped ({usage})")
+    ad = source.animation_data
+    action = ad.action if ad is not None else None
+    if action is None:
+        raise UsageError(f"the source {name!r} ({source_path}) has no motion (no action): {usage}")
+    from bpy_extras import anim_utils
+
+    bag = anim_utils.action_get_channelbag_for_slot(action, ad.action_slot) if ad.action_slot else None
+    curves = list(bag.fcurves) if bag is not None else []
+    moving = any(len({round(k.co[1], 6) for k in fc.keyframe_points}) > 1 for fc in curves)
+    if not moving:
+        raise UsageError(f"the source {name!r} ({source_path}) does not move: its action {action.name!r} holds "
+                         f"{'no keys' if not curves else 'one pose'} ({usage})")
 
 
 def _clip_warnings(scene, clip, resampled=False):
@@ -662,8 +716,9 @@ def _job(file, args, output, program=None):
                  ("--action", args.action), ("--frames", args.frames), ("--terrain", args.terrain),
                  ("--time-limit", args.time_limit),
                  ("--source-map", args.source_map and os.path.abspath(args.source_map)),
-                 ("--target-map", args.target_map and os.path.abspath(args.target_map))]
-        options += (["--no-ik"] if args.no_ik else []) + (["--hands"] if args.hands else [])
+                 ("--target-map", args.target_map and os.path.abspath(args.target_map)), ("--feet", args.feet)]
+        options += (["--no-ik"] if args.no_ik else []) + (["--hands"] if args.hands else []) + \
+            (["--keep-reference-frames"] if args.keep_reference_frames else [])
         flags.append(("--threads", args.threads))
     else:
         options = ["--step", str(args.step), "--max-error", repr(args.max_error)]
@@ -676,6 +731,7 @@ def _job(file, args, output, program=None):
                 options.append("--replace")
         else:
             flags += [("--terrain", args.terrain), ("--feet", args.feet)]
+            options += ["--keep-reference-frames"] if args.keep_reference_frames else []
     if args.independent_frames:
         options.append("--independent-frames")
     for flag, value in flags:

@@ -1184,6 +1184,7 @@ class FootReport:
     seconds: float
     heights: dict = field(default_factory=dict)  # for the plot
     warnings: list = field(default_factory=list)
+    reference_frames: list = field(default_factory=list)  # frames left out of the default range: not the take's
     snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
     held_mm: tuple = None  # (mean, max) distance of the held bones from their targets, when some were held
 
@@ -1192,7 +1193,8 @@ class FootReport:
                 "frames": [int(self.frames[0]), int(self.frames[-1])], "feet": self.feet,
                 "contacts_from": self.contacts_from, "before": self.before, "after": self.after, "ok": self.ok,
                 "verdict": self.verdict, "frames_off_terrain": self.off_terrain, "seconds": self.seconds,
-                "warnings": self.warnings, "bake": self.bake}
+                "warnings": self.warnings, "reference_frames": [int(f) for f in self.reference_frames],
+                "bake": self.bake}
 
     def text(self):
         lines = [f"Full-Body IK foot placement of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]}, "

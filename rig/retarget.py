@@ -23,6 +23,7 @@ from .evaluation import evaluating_only
 from .footplant import _driven, _turn, sample_motion
 from .feet import find_feet
 from .humanoid import SIDES, map_humanoid
+from .takes import reference_frames
 
 ROOT_MODES = ("scaled", "kept", "in_place")
 
@@ -39,8 +40,10 @@ class RetargetOptions:
     hands: bool = False  # hold the hands where the source's are relative to its pelvis (scaled)
     source_roles: dict = None  # {role: bone} maps given by hand (default: each armature's own, else found)
     target_roles: dict = None
+    feet: str = ""  # the character's feet by hand, "ANKLE:BALL,ANKLE:BALL" (default: found with its bone map)
     independent: bool = False  # the contact solve's frames each from the copied pose, in parallel (FootOptions)
     workers: int = 0
+    keep_reference_frames: bool = False  # keep a clip's reference pose (CMU's first frame) in the default range
 
 
 def _unit(v):
@@ -231,6 +234,7 @@ class RetargetReport:
     feet: object = None  # the foot placement's report, when contacts were planted
     warnings: list = field(default_factory=list)
     hands_mm: tuple = None  # (mean, max) hand error when the hands were held
+    reference_frames: list = field(default_factory=list)  # the source's frames left out: a pose apart from the take
 
     @property
     def ok(self):
@@ -241,6 +245,7 @@ class RetargetReport:
                 "action": self.action, "frames": [int(self.frames[0]), int(self.frames[-1])],
                 "mapping": [list(m) for m in self.mapping], "scale": self.scale, "seconds": self.seconds,
                 "ok": self.ok, "warnings": self.warnings, "hands_mm": self.hands_mm,
+                "reference_frames": [int(f) for f in self.reference_frames],
                 "feet": self.feet.to_dict() if self.feet is not None else None}
 
     def plot(self, path):
@@ -286,6 +291,12 @@ def retarget(scene, source, target, options=None, progress=None):
     a0, a1 = (int(round(f)) for f in src_action.frame_range)
     first = a0 if options.frame_start is None else options.frame_start
     last = a1 if options.frame_end is None else options.frame_end
+    reference, reference_why = [], ""
+    if options.frame_start is None and options.frame_end is None and not options.keep_reference_frames:
+        with evaluating_only(scene, [source]):
+            reference, reference_why = reference_frames(scene, source, first, last)
+        take = [f for f in range(first, last + 1) if f not in reference]
+        first, last = (take[0], take[-1]) if take else (first, last)
     if last < first:
         raise RigError(f"inverted frame range {first}-{last}")
     if last < a0 or first > a1:  # (every frame would hold the clip's first or last pose: a still, not a retarget)
@@ -299,6 +310,12 @@ def retarget(scene, source, target, options=None, progress=None):
     driven = [b for b in t_feet if _driven(target, b)]
     hs = map_humanoid(source, options.source_roles or stored_roles(source))
     ht = map_humanoid(target, options.target_roles or stored_roles(target))
+    if options.feet:  # the feet given by hand replace the mapped ones
+        for foot in find_feet(target, options.feet):
+            ht.roles[f"{foot.side} foot"] = foot.ankle
+            ht.roles.pop(f"{foot.side} toe", None)
+            if foot.ball:
+                ht.roles[f"{foot.side} toe"] = foot.ball
     controls = rigify_controls(target, ht) if driven else None
     if driven and controls is None:  # keys on them would be overridden: say so before anything is written
         raise RigError(f"the character's bones ({', '.join(driven)}) follow constraints (a generated rig's deform "
@@ -429,7 +446,11 @@ def retarget(scene, source, target, options=None, progress=None):
                     bag.fcurves.new(f'pose.bones["{n}"].location', index=c, group_name=n)
                 write_keys(fc, fr, loc[:, c] if loc is not None else np.zeros(len(fr)))
             write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
-    report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0)
+    report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0,
+                            reference_frames=reference)
+    if reference:
+        report.warnings.append(f"left out of the range as not part of the take: {reference_why} "
+                               "(--keep-reference-frames keeps them)")
     outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
     report.warnings += [outside] if outside else []
     if options.ik:

@@ -197,7 +197,7 @@ def test_retarget_through_the_command_line(tmp_path):
     fullbody_ik.unregister()
     bpy.ops.wm.open_mainfile(filepath=str(resampled))
     start, end = bpy.data.objects["metarig"].animation_data.action.frame_range
-    assert (start, end) == (1, 70)  # 344 frames at 120 /s: 2.87 s at 24 /s
+    assert (start, end) == (2, 70)  # 344 frames at 120 /s: 2.87 s at 24 /s, the reference pose (1) left out
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
     assert [o.name for o in arms] == ["metarig"]
