@@ -1184,9 +1184,9 @@ class FootReport:
     seconds: float
     heights: dict = field(default_factory=dict)  # for the plot
     warnings: list = field(default_factory=list)
-    reference_frames: list = field(default_factory=list)  # frames left out of the default range: not the take's
     snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
     held_mm: tuple = None  # (mean, max) distance of the held bones from their targets, when some were held
+    reference_frames: list = field(default_factory=list)  # frames left out of the default range: not the take's
 
     def to_dict(self):
         return {"armature": self.armature, "action": self.action, "source_action": self.source_action,

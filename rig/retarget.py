@@ -292,9 +292,12 @@ def retarget(scene, source, target, options=None, progress=None):
     first = a0 if options.frame_start is None else options.frame_start
     last = a1 if options.frame_end is None else options.frame_end
     reference, reference_why = [], ""
-    if options.frame_start is None and options.frame_end is None and not options.keep_reference_frames:
-        with evaluating_only(scene, [source]):
-            reference, reference_why = reference_frames(scene, source, first, last)
+    if (options.frame_start is None or options.frame_end is None) and not options.keep_reference_frames:
+        with evaluating_only(scene, [source]):  # (a range's end given by hand is kept)
+            reference, reference_why = reference_frames(scene, source, a0, a1)
+        middle = (a0 + a1) / 2
+        reference = [f for f in reference if options.frame_start is None and f < middle
+                     or options.frame_end is None and f > middle]
         take = [f for f in range(first, last + 1) if f not in reference]
         first, last = (take[0], take[-1]) if take else (first, last)
     if last < first:

@@ -11,7 +11,7 @@ import fullbody_ik  # noqa: E402
 from fullbody_ik.rig.armature import RigError  # noqa: E402
 from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
 from fullbody_ik.rig.retarget import RetargetOptions, retarget  # noqa: E402
-from fullbody_ik.tools import scenes  # noqa: E402
+from fullbody_ik.tools import characters, scenes  # noqa: E402
 from test_real_scenes import action_snapshot  # noqa: E402
 
 
@@ -28,6 +28,10 @@ def _target(kind):
         return obj
     if kind == "mannequiny":
         return scenes.import_mannequiny(bpy)[0]
+    if kind == "robot":  # no hands, its feet on the root, names without separators, an A-pose
+        return characters.build(bpy, "plain", rest="A", hands=False, fingers=False, feet_on_root=True)[0]
+    if kind == "daz-cm":  # Daz names, centimetres, a thigh in two segments
+        return characters.build(bpy, "daz", centimetres=True, twist=True)[0]
     return scenes.import_quaternius(bpy)[0]
 
 
@@ -460,3 +464,70 @@ def test_a_standing_jump_in_place_keeps_its_feet_pinned_not_a_treadmill():
     assert not any("treadmill" in w for w in report.feet.warnings)
     for side, a in report.feet.after.items():
         assert a["skate_mm_per_frame"] < 0.7 * report.feet.before[side]["skate_mm_per_frame"], (side, a)
+
+
+@pytest.mark.parametrize("kind", ["robot", "daz-cm"])
+def test_characters_exported_by_other_tools_take_a_cmu_walk_with_its_limb_directions(kind):
+    """A robot with no hands whose feet hang from the root (names without separators, an A-pose), and Daz names in
+    centimetres with a thigh in two segments: mapped by structure, the clip's reference frame left out, every
+    frame's thighs, shins, upper arms and forearms pointing where the source's do, the contacts planted."""
+    scenes.fresh(bpy)
+    source, first, last = scenes.import_cmu(bpy, "02_01")
+    bpy.context.scene.frame_end = last = first + 80
+    target = _target(kind)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(frame_end=last))
+    assert report.ok, report.text()
+    assert report.reference_frames == [1] and report.frames[0] == first == 2
+    assert any("not part of the take" in w for w in report.warnings)
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    assert ("left foot", "LeftFoot", ht.bone("left foot")) in report.mapping
+    assert (kind == "robot") == (not ht.bone("left hand"))
+    angles = []
+    for f in report.frames[::5]:
+        bpy.context.scene.frame_set(f)
+        for role in ("thigh", "shin", "upper_arm", "forearm"):
+            for side in ("left", "right"):
+                s_dir = _joint_direction(source, hs, f"{side} {role}")
+                t_dir = _joint_direction(target, ht, f"{side} {role}")
+                angles.append(np.degrees(np.arccos(np.clip(s_dir @ t_dir, -1, 1))))
+    assert np.mean(angles) < 10 and np.percentile(angles, 95) < 25, np.percentile(angles, [50, 95, 100])  # (the aims)
+
+
+def _joint_direction(obj, h, role):
+    """The direction from a limb bone's head to the next joint of its chain (the child's head: tails and twist
+    segments aside), world space."""
+    bone = obj.pose.bones[h.bone(role)]
+    nxt = {"thigh": "shin", "shin": "foot", "upper_arm": "forearm", "forearm": "hand"}[role.split()[-1]]
+    side = role.split()[0]
+    end = obj.pose.bones[h.bone(f"{side} {nxt}")].head if h.bone(f"{side} {nxt}") else bone.tail
+    d = np.array(obj.matrix_world @ end) - np.array(obj.matrix_world @ bone.head)
+    return d / np.linalg.norm(d)
+
+
+def test_the_command_line_refuses_a_motion_that_is_not_one_and_takes_the_feet_by_hand(tmp_path):
+    """Files swapped (a character where the motion goes, a BVH where the character goes) and a source that does not
+    move are refused by name, exit 2, nothing written; --feet names the character's feet."""
+    import json
+
+    from test_cli import run
+
+    scenes.fresh(bpy)
+    characters.build(bpy, "plain", rest="A", hands=False, fingers=False, feet_on_root=True, name="Robot")
+    robot = tmp_path / "robot.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(robot))
+    bvh = scenes.BVH + "/cmu_02_03.bvh"
+    glb = scenes.ROOT + "/data/characters/mannequiny.glb"
+    proc = run("retarget", glb, bvh, "--output", tmp_path / "x.blend", "--json")
+    assert proc.returncode == 2 and "look swapped" in proc.stderr, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["exit"] == 2  # (standard output holds the JSON alone)
+    proc = run("retarget", robot, glb, "--output", tmp_path / "x.blend")
+    assert proc.returncode == 2 and "'Robot'" in proc.stderr and "has no motion" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "x.blend").exists()
+    out = tmp_path / "out.blend"
+    proc = run("retarget", bvh, robot, "--output", out, "--clip-rate", "scene", "--feet", "FootR:ToesR,FootL:ToesL",
+               "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)["report"]
+    assert ["left foot", "LeftFoot", "FootL"] in report["mapping"] and report["reference_frames"] == [1]
+    proc = run("retarget", bvh, robot, "--output", out, "--feet", "FootL:ToesL", "--no-ik")
+    assert proc.returncode == 1 and "give the two feet" in proc.stderr, proc.stderr[-2000:]
