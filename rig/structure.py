@@ -31,6 +31,8 @@ SEGMENT_SUFFIX = re.compile(r"([._\-]\d{2,3}|[._\-]?(twist|roll|share|part|tw)\w
 NOT_LIMB = re.compile(r"(^|[^a-z])(ik|pole|target|ctrl|control|mch|vis|socket|helper|prop|weapon)([^a-z]|$)", re.I)
 FACE = re.compile(r"face|jaw|eye|nose|lip|teeth|tongue|brow|cheek|ear|forehead|chin|temple|lid|hair", re.I)
 END = re.compile(r"([_.\s\-](end|nub|tip)|(?-i:[a-z0-9](End|Nub))|end_?site)$", re.I)  # exporters' leaf markers (not lShldrBend)
+TOE_NAME = re.compile(r"toe|ball", re.I)
+HEEL_NAME = re.compile(r"heel", re.I)
 HEAD_NAME = re.compile(r"head", re.I)
 HEAD_NOT = re.compile(r"end|top|nub|tip|site|null", re.I)
 HAND_NAME = re.compile(r"hand|wrist|palm", re.I)
@@ -237,7 +239,8 @@ def _toe(sk, foot):
     """The foot's child reaching furthest from the ankle along the ground (the toes, not a heel bone), or None."""
     kids = [c for c in sk.children[foot] if not NOT_LIMB.search(sk.name(c))]
     reach = lambda c: float(np.linalg.norm((sk.head[c] - sk.head[foot])[:2]))  # noqa: E731
-    return max(kids, key=lambda c: (reach(c), len(sk.below[c]))) if kids else None
+    named = lambda c: (bool(TOE_NAME.search(sk.name(c))), not HEEL_NAME.search(sk.name(c)))  # noqa: E731
+    return max(kids, key=lambda c: (named(c), reach(c), len(sk.below[c]))) if kids else None
 
 
 def side_of(name):
@@ -259,9 +262,15 @@ def side_of(name):
 
 
 def _left_axis(sk, legs, ankles):
-    """The character's left (unit, horizontal): up x forward, forward where its toes point; else its names'
-    left-right; else Blender's front view (the character facing -Y, its left +X)."""
+    """The character's left (unit, horizontal): from its legs' names when they name a left and a right leg;
+    else up x forward, forward where its toes point; else Blender's front view (facing -Y, its left +X)."""
     up = np.array([0.0, 0.0, 1.0])
+    hips = sk.head[legs[0]["thigh"]] - sk.head[legs[1]["thigh"]]
+    hips[2] = 0.0
+    across = hips / max(np.linalg.norm(hips), 1e-12)
+    hinted = [side_of(sk.name(leg["thigh"])) or side_of(sk.name(leg["shin"])) for leg in legs]
+    if set(hinted) == {"left", "right"}:
+        return (across if hinted[0] == "left" else -across), "the names"
     forward = np.zeros(3)
     for leg, ankle in zip(legs, ankles):
         tips = [sk.head[leg["toe"]]] if leg.get("toe") is not None else \
@@ -270,17 +279,10 @@ def _left_axis(sk, legs, ankles):
             d = tip - ankle
             d[2] = 0.0
             forward += d
-    hips = sk.head[legs[0]["thigh"]] - sk.head[legs[1]["thigh"]]
-    hips[2] = 0.0
-    across = hips / max(np.linalg.norm(hips), 1e-12)
     forward -= (forward @ across) * across  # (only its part across the hips says which way the body faces)
     if np.linalg.norm(forward) > 0.02 * sk.height:
         left = np.cross(up, forward)
         return left / np.linalg.norm(left), "the toes"
-    hinted = [side_of(sk.name(leg["thigh"])) or side_of(sk.name(leg["shin"])) for leg in legs]
-    if set(hinted) == {"left", "right"}:
-        left = across if hinted[0] == "left" else -across
-        return left, "the names"
     return np.array([1.0, 0.0, 0.0]), "Blender's front view"
 
 
