@@ -3,8 +3,9 @@
 
 Both skeletons are mapped to roles (rig.humanoid). Each mapped source bone's motion is its world rotation
 away from its rest, Q_s(t) = R_s(t) R_s,rest^T; the target bone gets R_t(t) = Q_s(t) A R_t,rest, where A
-turns the target's rest onto the source's (the bone's direction for limbs; the pelvis, chest and feet by
-their frames: left-right and up or forward), so a T-pose clip on an A-pose character (and back) keeps its
+turns the target's rest onto the source's (limbs by their direction toward the next joint, which the files hold
+where bone tails may be an importer's guess; the pelvis, chest and feet by their frames: left-right and up or
+forward), so a T-pose clip on an A-pose character (and back) keeps its
 arms and legs, whatever the bones' rolls. World rotations become each bone's basis from the root down; bones
 with no source stay at rest. The pelvis travels as the source's, scaled by the ratio of hip heights, over the
 target's floor. Contacts then come from the source (the foot placement's detector) and are planted by the
@@ -26,6 +27,8 @@ from .humanoid import SIDES, map_humanoid
 from .takes import reference_frames
 
 ROOT_MODES = ("scaled", "kept", "in_place")
+NEXT_JOINT = {"thigh": "shin", "shin": "foot", "shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand",
+              "neck": "head"}  # a limb bone's direction: toward the head of the bone that follows it
 
 
 @dataclass
@@ -78,6 +81,23 @@ class _Skeleton:
         W = np.array(self.obj.matrix_world)
         M = W @ self.rest
         return M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True), M[:, :3, 3]
+
+    def rest_direction(self, role, bone):
+        """A mapped bone's direction in the rest pose (world, unit): toward the next joint of its limb (the thigh to
+        the knee, the forearm to the wrist, a hand to its farthest finger's base), which the file holds, rather than
+        along the bone to its tail, which an importer may have guessed; else along the bone."""
+        R, P = self.rest_world()
+        i = self.index[bone]
+        side, _, part = role.rpartition(" ")
+        after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
+        kids = [self.index[c.name] for c in self.obj.data.bones[bone].children]
+        if after:
+            d = P[self.index[after]] - P[i]
+        elif part == "hand" and kids:
+            d = max((P[k] - P[i] for k in kids), key=np.linalg.norm)
+        else:
+            d = R[i][:, 1]
+        return _unit(d) if np.linalg.norm(d) > 1e-9 else _unit(R[i][:, 1])
 
     def body_frames(self):
         """Rest frames of the pelvis (right: left to right thigh; up: to the chest), the chest (right: left to
@@ -198,8 +218,14 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
 
 
 def humanoid_feet(obj, h):
-    """The feet (rig.feet.Foot: sole points, a root-parented foot's leg) of a mapped humanoid."""
-    return find_feet(obj, ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES))
+    """The feet (rig.feet.Foot: sole points, a root-parented foot's leg) of a mapped humanoid: a foot that does
+    not hang from its shin follows that shin."""
+    feet = find_feet(obj, ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES))
+    for foot in feet:
+        shin = h.bone(f"{foot.side} shin")
+        if shin and shin not in {p.name for p in obj.data.bones[foot.ankle].parent_recursive}:
+            foot.shin = shin
+    return feet
 
 
 def stored_roles(obj):
@@ -356,8 +382,7 @@ def retarget(scene, source, target, options=None, progress=None):
     standing = _standing_tilts(hs, Rs, Rs_rest, S.index, motion)
     constant = {}
     for role, sb, tb in pairs:
-        A = fs[role] @ ft[role].T if role in fs else \
-            _turn(_unit(Rt_rest[T.index[tb]][:, 1]), _unit(Rs_rest[S.index[sb]][:, 1]))
+        A = fs[role] @ ft[role].T if role in fs else _turn(T.rest_direction(role, tb), S.rest_direction(role, sb))
         A = standing.get(role, np.eye(3)).T @ A  # a foot standing flat on the source's floor stands flat on the target's
         constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
     scale = 1.0 if options.root == "kept" else ht.hip_height(target) / max(hs.hip_height(source), 1e-9)
@@ -388,8 +413,11 @@ def retarget(scene, source, target, options=None, progress=None):
     # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
     detached = {f.ankle: f.shin for f in humanoid_feet(target, ht) if f.shin and f.ankle in keyed}
     t_feet = [ht.bone(f"{s} foot") for s in SIDES]
-    tail = lambda shin: (pose[shin] @ np.array([0.0, target.data.bones[shin].length, 0.0, 1.0]))[:, :3]  # noqa: E731
-    ankles = np.stack([tail(detached[n]) if n in detached else pose[n][:, :3, 3] for n in t_feet], axis=1)
+    def at_ankle(foot, shin):  # the foot's rest head carried in its shin's frame (a shin's tail may be a guess)
+        local = np.linalg.inv(rest_t[T.index[shin]]) @ np.append(rest_t[T.index[foot]][:3, 3], 1.0)
+        return (pose[shin] @ local)[:, :3]
+
+    ankles = np.stack([at_ankle(n, detached[n]) if n in detached else pose[n][:, :3, 3] for n in t_feet], axis=1)
     pelvis_heads = pose[pname][:, :3, 3]  # armature space, the pelvis not moved yet
     # The source's lower ankle over the ground under it: its floor, or on uneven ground (a clip on rocks or stairs)
     # where that foot stands (blended between its stances).
