@@ -111,11 +111,13 @@ def _foot(obj, side, ankle_name, ball_name=None):
     if length < 1e-9:
         raise RigError(f"the {side} foot {ankle_name!r}: its ball is straight below the ankle (no forward direction)")
     forward /= length
-    toe_pt = np.array(ball.tail_local) if ball is not None else None
-    if toe_pt is not None:  # a toe bone that points forward: its tail is the tip (glTF bones often point anywhere)
-        d = toe_pt - ball_pt
-        if not (d @ forward > 0.7 * np.linalg.norm(d) and np.linalg.norm(d) > 0.1 * length):
-            toe_pt = None
+    toe_pt = None
+    if ball is not None:  # the tip: the toe's farthest joint after it (an exporter's end bone), else its tail when
+        # that points forward and is no longer than the foot (glTF leaf bones point anywhere, some metres away)
+        ends = [np.array(c.head_local) for c in ball.children_recursive]
+        d = max((e - ball_pt for e in ends), key=np.linalg.norm) if ends else np.array(ball.tail_local) - ball_pt
+        if d @ forward > 0.7 * np.linalg.norm(d) and 0.1 * length < np.linalg.norm(d) < length:
+            toe_pt = ball_pt + d
     if toe_pt is None:
         toe_pt = ball_pt + forward * length * 0.35
     sole = min(ball_pt @ up, toe_pt @ up)  # the sole's height: the lowest of ball and toe tip in the rest pose

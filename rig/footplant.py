@@ -697,8 +697,8 @@ def _tilt(points, weights, heights, prior):
     a line of points, across the ball, fixes only the turn about it; one point fixes nothing)."""
     w = np.array(prior, dtype=float)
     mask = weights > 0
-    if mask.sum() < 2:
-        return w
+    if mask.sum() < 2 or not (np.isfinite(points[mask]).all() and np.isfinite(heights[mask]).all()):
+        return w  # (a point off the terrain has no height: judged as such elsewhere, not turned toward)
     sw = np.sqrt(weights[mask])
     r0 = points[mask] - _pivot(points, weights)
     for _ in range(4):
