@@ -113,10 +113,10 @@ def _foot(obj, side, ankle_name, ball_name=None):
     forward /= length
     toe_pt = None
     if ball is not None:  # the tip: the toe's farthest joint after it (an exporter's end bone), else its tail when
-        # that points forward and is no longer than the foot (glTF leaf bones point anywhere, some metres away)
+        # that points forward and is not far longer than the foot (glTF leaf bones point anywhere, metres away)
         ends = [np.array(c.head_local) for c in ball.children_recursive]
         d = max((e - ball_pt for e in ends), key=np.linalg.norm) if ends else np.array(ball.tail_local) - ball_pt
-        if d @ forward > 0.7 * np.linalg.norm(d) and 0.1 * length < np.linalg.norm(d) < length:
+        if d @ forward > 0.7 * np.linalg.norm(d) and 0.1 * length < np.linalg.norm(d) < 2.0 * length:
             toe_pt = ball_pt + d
     if toe_pt is None:
         toe_pt = ball_pt + forward * length * 0.35

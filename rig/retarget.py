@@ -84,20 +84,37 @@ class _Skeleton:
 
     def rest_direction(self, role, bone):
         """A mapped bone's direction in the rest pose (world, unit): toward the next joint of its limb (the thigh to
-        the knee, the forearm to the wrist, a hand to its farthest finger's base), which the file holds, rather than
+        the knee, the forearm to the wrist, a hand to its fingers' ends), which the file holds, rather than
         along the bone to its tail, which an importer may have guessed; else along the bone."""
         R, P = self.rest_world()
         i = self.index[bone]
         side, _, part = role.rpartition(" ")
         after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
-        kids = [self.index[c.name] for c in self.obj.data.bones[bone].children]
+        fingers = self._finger_ends(bone) if part == "hand" else []
         if after:
             d = P[self.index[after]] - P[i]
-        elif part == "hand" and kids:
-            d = max((P[k] - P[i] for k in kids), key=np.linalg.norm)
+        elif fingers:  # the hand toward its fingers (a hand bone may have no length, CMU's, or point anywhere)
+            d = np.mean([P[k] for k in fingers], axis=0) - P[i]
         else:
             d = R[i][:, 1]
         return _unit(d) if np.linalg.norm(d) > 1e-9 else _unit(R[i][:, 1])
+
+    def _finger_ends(self, hand):
+        """Indices of the last joint (bone head) of each finger chain hanging from ``hand``, the thumb left out
+        (named so, or the chain starting nearest the wrist when there are three or more)."""
+        bone = self.obj.data.bones[hand]
+        kept = lambda c: c.use_deform or not bone.use_deform  # noqa: E731 (a deform hand's fingers, not its controls)
+        chains = [c for c in bone.children if kept(c) and (c.children or c.length > 0)]
+        if len(chains) >= 3 and not any("thumb" in c.name.lower() for c in chains):
+            wrist = np.array(bone.head_local)
+            chains.remove(min(chains, key=lambda c: np.linalg.norm(np.array(c.head_local) - wrist)))
+        chains = [c for c in chains if "thumb" not in c.name.lower()]
+        ends = []
+        for c in chains:
+            while [k for k in c.children if kept(k)]:
+                c = max((k for k in c.children if kept(k)), key=lambda k: len(k.children_recursive))
+            ends.append(self.index[c.name])
+        return ends
 
     def body_frames(self):
         """Rest frames of the pelvis (right: left to right thigh; up: to the chest), the chest (right: left to
