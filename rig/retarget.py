@@ -7,7 +7,7 @@ turns the target's rest onto the source's (limbs by their direction toward the n
 where bone tails may be an importer's guess; the pelvis, chest and feet by their frames: left-right and up or
 forward), so a T-pose clip on an A-pose character (and back) keeps its
 arms and legs, whatever the bones' rolls. World rotations become each bone's basis from the root down; bones
-with no source stay at rest. The pelvis travels as the source's, scaled by the ratio of hip heights, over the
+with no source stay at rest. The pelvis travels as the source's, scaled by the ratio of leg lengths, over the
 target's floor. Contacts then come from the source (the foot placement's detector) and are planted by the
 foot placement on the target's floor, or on a terrain, in the same pass.
 """
@@ -27,6 +27,7 @@ from .humanoid import SIDES, map_humanoid
 from .takes import reference_frames
 
 ROOT_MODES = ("scaled", "kept", "in_place")
+UPRIGHT = 0.8  # a reference pose stands when its legs and its spine rise at least this much of their length
 NEXT_JOINT = {"thigh": "shin", "shin": "foot", "shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand",
               "neck": "head"}  # a limb bone's direction: toward the head of the bone that follows it
 
@@ -62,13 +63,45 @@ def _frame(right, up):
 
 
 class _Skeleton:
-    """An armature's rest in world space and its pose at the current frame."""
+    """An armature's reference pose in world space (its rest, or for a clip whose rest does not stand, the frame
+    where it stands most upright) and its pose at the current frame."""
 
     def __init__(self, obj, humanoid):
         self.obj, self.h = obj, humanoid
         self.names = [b.name for b in obj.data.bones]
         self.index = {n: i for i, n in enumerate(self.names)}
         self.rest = _matrices(obj.data.bones, "matrix_local", len(self.names))
+        self.ref = self.rest  # armature space; the rest unless a standing frame replaces it
+        self.ref_frame = None
+
+    def posed(self):
+        """(N, 4, 4) armature-space matrices of the pose bones now."""
+        return _matrices(self.obj.pose.bones, "matrix", len(self.names))
+
+    def standing(self, M=None):
+        """How upright a pose (armature space; default the reference) stands: its legs' hip-to-ankle height over
+        their length and its pelvis-to-chest rise over its length, the least of them (1: straight up)."""
+        W = np.array(self.obj.matrix_world)
+        P = (W @ (self.ref if M is None else M))[:, :3, 3]
+        at = lambda role: P[self.index[self.h.bone(role)]]  # noqa: E731
+        out = [(at("chest") - at("pelvis"))[2] / max(np.linalg.norm(at("chest") - at("pelvis")), 1e-12)]
+        for s in SIDES:
+            hip, knee, ankle = at(f"{s} thigh"), at(f"{s} shin"), at(f"{s} foot")
+            out.append((hip - ankle)[2] / max(np.linalg.norm(knee - hip) + np.linalg.norm(ankle - knee), 1e-12))
+        return float(min(out))
+
+    def tail(self, i):
+        """A bone's tail in the reference pose (world)."""
+        W = np.array(self.obj.matrix_world)
+        return (W @ self.ref[i] @ np.array([0.0, self.obj.data.bones[self.names[i]].length, 0.0, 1.0]))[:3]
+
+    def leg_length(self):
+        """The legs' length, hip to knee to ankle, the mean of both (what a stride scales with; a height would
+        count a rest pose's splayed legs, CMU's, or hips placed above the pelvis, the metarig's, as shorter)."""
+        _, P = self.rest_world()
+        at = lambda role: P[self.index[self.h.bone(role)]]  # noqa: E731
+        return float(np.mean([np.linalg.norm(at(f"{s} shin") - at(f"{s} thigh"))
+                              + np.linalg.norm(at(f"{s} foot") - at(f"{s} shin")) for s in SIDES]))
 
     def world(self):
         """(rotations (N, 3, 3), heads (N, 3)) of the pose bones now, world space, scale removed."""
@@ -78,8 +111,9 @@ class _Skeleton:
         return R, M[:, :3, 3]
 
     def rest_world(self):
+        """(rotations (N, 3, 3), heads (N, 3)) of the reference pose, world space, scale removed."""
         W = np.array(self.obj.matrix_world)
-        M = W @ self.rest
+        M = W @ self.ref
         return M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True), M[:, :3, 3]
 
     def rest_direction(self, role, bone):
@@ -121,17 +155,13 @@ class _Skeleton:
         right upper arm; up: to the head) and each foot (forward: ankle to toe, up: the world's)."""
         _, P = self.rest_world()
         at = lambda role: P[self.index[self.h.bone(role)]]  # noqa: E731
-        chest_bone = self.obj.data.bones[self.h.bone("chest")]
-        W = np.array(self.obj.matrix_world)
         top = at(self.h.bone("head") and "head" or "neck") if (self.h.bone("head") or self.h.bone("neck")) else \
-            (W @ np.append(np.array(chest_bone.tail_local), 1.0))[:3]  # (no neck nor head: the chest's own tail)
+            self.tail(self.index[self.h.bone("chest")])  # (no neck nor head: the chest's own tail)
         out = {"pelvis": _frame(at("right thigh") - at("left thigh"), at("chest") - at("pelvis")),
                "chest": _frame(at("right upper_arm") - at("left upper_arm"), top - at("chest"))}
         for s in SIDES:
             toe = self.h.bone(f"{s} toe")
-            foot = self.obj.data.bones[self.h.bone(f"{s} foot")]
-            W = np.array(self.obj.matrix_world)
-            tip = (W @ np.append(np.array(foot.tail_local if not toe else self.obj.data.bones[toe].tail_local), 1))[:3]
+            tip = self.tail(self.index[toe or self.h.bone(f"{s} foot")])
             forward = tip - at(f"{s} foot")
             forward[2] = 0.0
             up = np.array([0.0, 0.0, 1.0])
@@ -371,7 +401,6 @@ def retarget(scene, source, target, options=None, progress=None):
     pairs = _pairs(hs, ht)
     before_frame = scene.frame_current
     scene.frame_set(first)
-    Rs_rest, _ = S.rest_world()
     Rt_rest, t_rest_heads = T.rest_world()
     W_t = np.array(target.matrix_world)  # (at the first frame, before the passes below leave the target out)
     if options.hands:
@@ -385,14 +414,25 @@ def retarget(scene, source, target, options=None, progress=None):
     F = len(frames)
     Rs = np.zeros((F, len(S.names), 3, 3))
     source_heads, source_hands = np.zeros((F, 3)), np.zeros((F, 2, 3))
+    lying = S.standing() < UPRIGHT  # a clip whose rest is no standing pose (Bandai Namco's lies along X)
+    upright = (-np.inf, None, None)  # (how upright, frame, pose) of the take's most upright frame
     with evaluating_only(scene, [source]):  # (the source alone is read, in one go, its contacts too)
         for i, f in enumerate(frames):
             scene.frame_set(f)
             Rs[i], Ps = S.world()
             source_heads[i], source_hands[i] = Ps[s_pelvis], Ps[s_hands]
+            if lying and i % max(1, F // 60) == 0:
+                M = S.posed()
+                upright = max(upright, (S.standing(M), f, M), key=lambda u: u[0])
             if progress:
                 progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
         motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
+    rest_note = ""
+    if lying and upright[2] is not None:  # its reference: the frame where it stands most upright
+        rest_note = (f"the source's rest pose does not stand (uprightness {S.standing():.2f} of 1): frame "
+                     f"{upright[1]}, where it stands most upright ({upright[0]:.2f}), is its reference pose")
+        S.ref, S.ref_frame = upright[2], upright[1]
+    Rs_rest, _ = S.rest_world()
     # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
     # the source's (world).
     fs, ft = S.body_frames(), T.body_frames()
@@ -402,7 +442,7 @@ def retarget(scene, source, target, options=None, progress=None):
         A = fs[role] @ ft[role].T if role in fs else _turn(T.rest_direction(role, tb), S.rest_direction(role, sb))
         A = standing.get(role, np.eye(3)).T @ A  # a foot standing flat on the source's floor stands flat on the target's
         constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
-    scale = 1.0 if options.root == "kept" else ht.hip_height(target) / max(hs.hip_height(source), 1e-9)
+    scale = 1.0 if options.root == "kept" else T.leg_length() / max(S.leg_length(), 1e-9)
     target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)
     keyed = {tb for _, _, tb in pairs}
     keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
@@ -499,6 +539,7 @@ def retarget(scene, source, target, options=None, progress=None):
     if reference:
         report.warnings.append(f"left out of the range as not part of the take: {reference_why} "
                                "(--keep-reference-frames keeps them)")
+    report.warnings += [rest_note] if rest_note else []
     outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
     report.warnings += [outside] if outside else []
     if options.ik:
