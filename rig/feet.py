@@ -108,6 +108,11 @@ def _foot(obj, side, ankle_name, ball_name=None):
     ball_pt = np.array(ball.head_local) if ball is not None else np.array(ankle.tail_local)
     forward = flat(ball_pt - head)
     length = np.linalg.norm(forward)
+    if ball is None and length < 0.06 * _height(obj, up):  # a foot bone with no toe and no length of its own (a
+        # game rig's): its sole is read from the skin that follows it
+        skin = _skin_sole(obj, ankle, up)
+        if skin is not None:
+            return _sole_foot(obj, side, ankle, skin)
     if length < 1e-9:
         raise RigError(f"the {side} foot {ankle_name!r}: its ball is straight below the ankle (no forward direction)")
     forward /= length
@@ -131,6 +136,66 @@ def _foot(obj, side, ankle_name, ball_name=None):
         M = np.array(bone.matrix_local)
         points.append(SolePoint(name, bone.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
     return Foot(side, ankle.name, ball.name if ball is not None else "", points, _detached_leg(obj, ankle, length))
+
+
+def _height(obj, up):
+    """The skeleton's height along ``up`` (its joints), armature space."""
+    h = [np.array(b.head_local) @ up for b in obj.data.bones]
+    return max(h) - min(h) if h else 0.0
+
+
+def _skin_points(obj, bone):
+    """(N, 3) armature-space rest positions of the skin that follows ``bone``: vertices weighted to it at least half
+    through an Armature modifier on ``obj``, and meshes parented to the bone itself."""
+    W_inv = np.linalg.inv(np.array(obj.matrix_world))
+    out = []
+    for o in obj.users_scene[0].objects if obj.users_scene else ():
+        if o.type != "MESH":
+            continue
+        M = W_inv @ np.array(o.matrix_world)
+        co = np.array([v.co for v in o.data.vertices]).reshape(-1, 3)
+        if o.parent == obj and o.parent_type == "BONE" and o.parent_bone == bone.name:
+            posed = np.array(obj.pose.bones[bone.name].matrix)  # (placed by the pose: brought back to the rest)
+            M = np.array(bone.matrix_local) @ np.linalg.inv(posed) @ M
+            out.append(co @ M[:3, :3].T + M[:3, 3])
+        elif any(m.type == "ARMATURE" and m.object == obj for m in o.modifiers) and bone.name in o.vertex_groups:
+            g = o.vertex_groups[bone.name].index
+            keep = [v.index for v in o.data.vertices if any(e.group == g and e.weight >= 0.5 for e in v.groups)]
+            out.append(co[keep] @ M[:3, :3].T + M[:3, 3])
+    pts = np.vstack(out) if out else np.zeros((0, 3))
+    return pts if len(pts) >= 8 else None
+
+
+def _skin_sole(obj, ankle, up):
+    """(heel, ball, toe) armature-space points of a foot read from its skin: its lowest part, along its longest
+    horizontal extent, forward where it reaches furthest from the ankle; or None without such skin."""
+    pts = _skin_points(obj, ankle)
+    if pts is None:
+        return None
+    head = np.array(ankle.head_local)
+    h = pts @ up
+    sole = float(h.min())
+    low = pts[h <= sole + 0.25 * max(float(head @ up) - sole, 1e-9)]
+    flat = (low - head) - np.outer((low - head) @ up, up)
+    _, _, vt = np.linalg.svd(flat - flat.mean(axis=0), full_matrices=False)
+    axis = vt[0] - (vt[0] @ up) * up
+    axis /= max(np.linalg.norm(axis), 1e-12)
+    along = flat @ axis
+    if -along.min() > along.max():
+        axis, along = -axis, -along
+    if along.max() - along.min() < 1e-9:
+        return None
+    on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731
+    heel, toe = on_sole(head + along.min() * axis), on_sole(head + along.max() * axis)
+    return heel, heel + 0.72 * (toe - heel), toe
+
+
+def _sole_foot(obj, side, ankle, skin):
+    points = []
+    for name, p in zip(("heel", "ball", "toe"), skin):
+        M = np.array(ankle.matrix_local)
+        points.append(SolePoint(name, ankle.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
+    return Foot(side, ankle.name, "", points, _detached_leg(obj, ankle, float(np.linalg.norm(skin[2] - skin[0]))))
 
 
 def _detached_leg(obj, ankle, foot_length):
