@@ -28,10 +28,11 @@ import numpy as np
 
 SIDES = ("left", "right")
 SEGMENT_SUFFIX = re.compile(r"([._\-]\d{2,3}|[._\-]?(twist|roll|share|part|tw)\w*)$", re.I)
-NOT_LIMB = re.compile(r"(^|[^a-z])(ik|pole|target|ctrl|control|mch|vis|socket|helper|prop|weapon)([^a-z]|$)", re.I)
+NOT_LIMB = re.compile(r"(^|[^a-z])(ik|mch|vis|socket|helper|prop|weapon)([^a-z]|$)|pole|target|ctrl|control", re.I)
 FACE = re.compile(r"face|jaw|eye|nose|lip|teeth|tongue|brow|cheek|ear|forehead|chin|temple|lid|hair", re.I)
 END = re.compile(r"([_.\s\-](end|nub|tip)|(?-i:[a-z0-9](End|Nub))|end_?site)$", re.I)  # exporters' leaf markers (not lShldrBend)
 TOE_NAME = re.compile(r"toe|ball", re.I)
+FOOT_NAME = re.compile(r"foot|ankle", re.I)
 HEEL_NAME = re.compile(r"heel", re.I)
 HEAD_NAME = re.compile(r"head", re.I)
 HEAD_NOT = re.compile(r"end|top|nub|tip|site|null", re.I)
@@ -48,7 +49,8 @@ class _Skeleton:
 
     def __init__(self, obj, deform_only=False):
         W = np.array(obj.matrix_world)
-        keep = lambda b: not (END.search(b.name) and not b.children) and (b.use_deform or not deform_only)  # noqa: E731
+        keep = lambda b: not (END.search(b.name) and not b.children) and not NOT_LIMB.search(b.name) \
+            and (b.use_deform or not deform_only)  # noqa: E731 (no exporter's end bones, no controls)
         self.bones = [b for b in obj.data.bones if keep(b)]
         self.index = {b.name: i for i, b in enumerate(self.bones)}
         to_world = lambda p: (W @ np.append(np.array(p), 1.0))[:3]  # noqa: E731
@@ -99,7 +101,7 @@ class _Skeleton:
                 continue
             up = self.head[:, 2] - self.head[f, 2]
             side = np.linalg.norm((self.head - self.head[f])[:, :2], axis=1)
-            legs = [k for k in range(len(self.bones)) if is_leaf[k] and k != f and up[k] > 0.1 * self.height
+            legs = [k for k in range(len(self.bones)) if is_leaf[k] and k != f and up[k] > 0.02 * self.height
                     and side[k] < 0.35 * up[k] and not NOT_LIMB.search(self.name(k)) and not self._above(f, k)]
             if legs:
                 self.parent[f] = min(legs, key=lambda k: up[k] + side[k])
@@ -157,7 +159,7 @@ def _pelvis(sk):
     best = None
     for i in range(len(sk.bones)):
         z = float(sk.head[i, 2]) - sk.floor
-        if z < 0.2 * sk.height:
+        if z < 0.08 * sk.height:  # (a chibi's legs may be a tenth of it)
             continue
         legs = [c for c in sk.children[i] if sk.low[c] - sk.floor <= 0.1 * sk.height and sk.high[c] - sk.low[c] >= 0.5 * z
                 and not FACE.search(sk.name(c))]
@@ -204,12 +206,18 @@ def _leg(sk, top, pelvis):
     hip = steep[0]
     ankle = len(path)  # the path's end (its last bone's tail) unless a foot follows
     leg_height = J[hip, 2] - sk.floor
-    for a in range(hip + 1, len(path)):
-        below = sk.below[path[a]]  # (the whole foot, whichever branch the path took: toe, heel)
-        rest = sk.head[below]  # (the whole foot's joints, whichever branch the path took: toe, heel)
+    steepness = lambda d: float(-d[2] / max(np.linalg.norm(d), 1e-12))  # noqa: E731 (1: straight down)
+    low = [a for a in range(hip + 2, len(path)) if J[a, 2] - sk.floor < 0.45 * leg_height]
+    named = [a for a in low if FOOT_NAME.search(sk.name(path[a])) and not TOE_NAME.search(sk.name(path[a]))]
+    for a in named[:1] or low:  # a bone named foot or ankle low in the leg (a digitigrade leg's too), else the
+        # first joint where the leg turns forward: the foot's farthest joint is reached less steeply than the
+        # joint was, or further forward than down (a heeled shoe drops more)
+        rest = sk.head[sk.below[path[a]]]  # (the whole foot, whichever branch the path took: toe, heel)
+        far = rest[np.argmax(np.linalg.norm((rest - J[a])[:, :2], axis=1))] - J[a]
         drop = float(J[a, 2] - rest[:, 2].min())
-        reach = float(np.max(np.linalg.norm((rest - J[a])[:, :2], axis=1)))
-        if J[a, 2] - sk.floor < 0.25 * leg_height and reach >= 0.6 * drop:  # (a heeled shoe drops more)
+        turned = len(rest) > 1 and steepness(far) < steepness(J[a] - J[a - 1]) - 0.05
+        if named or turned or (len(rest) > 1 and np.linalg.norm(far[:2]) >= 0.6 * drop) or \
+                (len(rest) == 1 and J[a, 2] - sk.floor < 0.25 * leg_height):  # (a leaf foot: its head is all)
             ankle = a
             break
     between = list(range(hip + 1, ankle))
