@@ -108,8 +108,10 @@ def _retarget_options(rt):
                     help="the character's feet by hand, e.g. FootL:ToesL,FootR:ToesR (default: from its bone map, or "
                          "found from its structure)")
     rt.add_argument("--frames", help="FIRST-LAST of the source (default: its action's range)")
-    rt.add_argument("--root", choices=("scaled", "kept", "in_place"), default="scaled",
-                    help="the pelvis's travel: scaled by the hip heights (default), kept as the source's, or in place")
+    rt.add_argument("--root", choices=("scaled", "kept", "in_place", "from-feet"), default="scaled",
+                    help="the pelvis's travel: scaled by the legs' lengths (default), kept as the source's, in place, "
+                         "or from-feet: an in-place clip (hips on a treadmill) given the travel its standing feet "
+                         "imply, so it can walk on a terrain")
     rt.add_argument("--terrain", help="OBJ[,OBJ...] in the character's file to plant the feet on (default: its floor)")
     rt.add_argument("--no-ik", action="store_true", help="rotation copy only: do not plant the contacts")
     rt.add_argument("--keep-reference-frames", action="store_true",
@@ -636,8 +638,8 @@ def run_retarget(args):
         _use_action(source, args.action)
     _check_motion(source, named.get(source, source.name), args.source, target, args.target)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
-    options = RetargetOptions(frames[0], frames[1], args.root, not args.no_ik, terrain, args.max_error,
-                              args.time_limit or 0.0, args.hands, *maps, feet=args.feet or "",
+    options = RetargetOptions(frames[0], frames[1], args.root.replace("-", "_"), not args.no_ik, terrain,
+                              args.max_error, args.time_limit or 0.0, args.hands, *maps, feet=args.feet or "",
                               keep_reference_frames=args.keep_reference_frames,
                               independent=args.independent_frames, workers=args.threads or 0)
     if not args.no_ik:  # (the foot placement solves, with the character's own solver setting)

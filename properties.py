@@ -118,7 +118,9 @@ class FBIK_Retarget(bpy.types.PropertyGroup):
     root: EnumProperty(name="Root", default="scaled", items=[
         ("scaled", "Scaled", "The pelvis travels as the source's, scaled by the ratio of hip heights"),
         ("kept", "Kept", "The pelvis travels as the source's, in world units"),
-        ("in_place", "In Place", "The pelvis stays over its rest place (its height follows the motion)")],
+        ("in_place", "In Place", "The pelvis stays over its rest place (its height follows the motion)"),
+        ("from_feet", "From Feet", "An in-place clip (the hips on a treadmill) travels as its standing feet imply: "
+                                   "they do not slide")],
         description="How the pelvis travels")
     ik: BoolProperty(name="Plant Contacts", default=True,
                      description="Plant the source's contacts on the floor (or the terrain) with the foot placement")

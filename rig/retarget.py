@@ -26,7 +26,7 @@ from .feet import find_feet
 from .humanoid import SIDES, map_humanoid
 from .takes import reference_frames
 
-ROOT_MODES = ("scaled", "kept", "in_place")
+ROOT_MODES = ("scaled", "kept", "in_place", "from_feet")
 UPRIGHT = 0.8  # a reference pose stands when its legs and its spine rise at least this much of their length
 NEXT_JOINT = {"thigh": "shin", "shin": "foot", "shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand",
               "neck": "head"}  # a limb bone's direction: toward the head of the bone that follows it
@@ -36,7 +36,8 @@ NEXT_JOINT = {"thigh": "shin", "shin": "foot", "shoulder": "upper_arm", "upper_a
 class RetargetOptions:
     frame_start: int = None  # default: the source action's range
     frame_end: int = None
-    root: str = "scaled"  # the pelvis's travel: scaled by hip heights, kept as the source's, or in place
+    root: str = "scaled"  # the pelvis's travel: scaled by leg lengths, kept as the source's, in place, or from_feet
+    # (an in-place clip given the travel its standing feet imply)
     ik: bool = True  # plant the source's contacts with the foot placement
     terrain: list = field(default_factory=list)  # terrain objects for the contacts (default: the target's floor)
     max_error: float = 0.01
@@ -167,6 +168,28 @@ class _Skeleton:
             up = np.array([0.0, 0.0, 1.0])
             out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
         return out
+
+
+def feet_travel(points, feet, standing_share=0.15):
+    """(F, 2) horizontal travel of a body whose standing feet do not slide, from its sole points (F, P, 3), world,
+    ``feet`` the point columns of each foot: each frame a foot's lowest sole point stands when it is within
+    ``standing_share`` of that foot's swing height over its lowest (the heel, then the ball as it rolls over); the
+    body moves against the standing points' slide (their mean), and keeps its last step's pace while no foot
+    stands (a run's flight)."""
+    F = len(points)
+    out, pace = np.zeros((F, 2)), np.zeros(2)
+    low = []
+    for cols in feet:
+        h = points[:, cols, 2]
+        h = h - h.min()
+        low.append((np.argmin(h, axis=1), h.min(axis=1) <= standing_share * max(float(h.max()), 1e-9)))
+    for t in range(1, F):
+        slides = [points[t, cols[k[t]], :2] - points[t - 1, cols[k[t]], :2]
+                  for cols, (k, down) in zip(feet, low) if down[t] and down[t - 1]]
+        if slides:
+            pace = -np.mean(slides, axis=0)
+        out[t] = out[t - 1] + pace
+    return out
 
 
 def _standing_tilts(h, R, rest, index, motion):
@@ -485,6 +508,8 @@ def retarget(scene, source, target, options=None, progress=None):
     travel = source_heads - source_heads[0]
     if options.root == "in_place":
         travel[:, :2] = 0.0
+    elif options.root == "from_feet":  # an in-place clip (the hips on a treadmill) given the travel its feet imply
+        travel[:, :2] = feet_travel(motion.pts, motion.sampler.cols)
     to_world = lambda p: p @ W_t[:3, :3].T + W_t[:3, 3]  # noqa: E731
     pelvis_now = to_world(pelvis_heads)
     lowest = to_world(ankles)[..., 2].min(axis=1)

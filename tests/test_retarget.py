@@ -547,3 +547,48 @@ def test_the_command_line_refuses_a_motion_that_is_not_one_and_takes_the_feet_by
     assert ["left foot", "LeftFoot", "FootL"] in report["mapping"] and report["reference_frames"] == [1]
     proc = run("retarget", bvh, robot, "--output", out, "--feet", "FootL:ToesL", "--no-ik")
     assert proc.returncode == 1 and "give the two feet" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_an_in_place_walk_travels_as_its_standing_feet_imply():
+    """A game clip walks on a treadmill (its hips keep their place): --root from-feet gives the body the travel its
+    standing feet imply, so they do not slide; CMU's walk made in place travels nearly as far as the walk it came
+    from, and its contacts are planted."""
+    from fullbody_ik.rig.retarget import feet_travel
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    last = first + 120
+    scene = bpy.context.scene
+    hips = source.pose.bones["Hips"]
+    walked = []
+    for f in range(first, last + 1):
+        scene.frame_set(f)
+        walked.append(np.array(source.matrix_world @ hips.head))
+    walked = np.array(walked)
+    bag = source.animation_data.action.layers[0].strips[0].channelbag(source.animation_data.action_slot)
+    for index in (0, 2):  # the BVH's horizontal axes (its Y is up): the hips held over their first place
+        fc = bag.fcurves.find('pose.bones["Hips"].location', index=index)
+        start = fc.evaluate(first)
+        for k in fc.keyframe_points:
+            k.co[1] = start
+            k.handle_left[1] = k.handle_right[1] = start
+    scene.frame_set(last)
+    assert np.linalg.norm(np.array(source.matrix_world @ hips.head)[:2] - walked[0, :2]) < 0.01  # in place now
+    target = scenes.metarig(bpy)
+    report = retarget(scene, source, target, RetargetOptions(first, last, root="from_feet"))
+    assert report.ok, report.text()
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    travelled = []
+    for f in (first, last):
+        scene.frame_set(f)
+        travelled.append(np.array(target.matrix_world @ target.pose.bones[ht.bone("pelvis")].head)[:2])
+    expected = report.scale * np.linalg.norm(walked[-1, :2] - walked[0, :2])
+    # (within 15 %: the capture's own standing feet slide about a millimetre a frame, which its hips' travel
+    # includes and its feet's does not)
+    assert abs(np.linalg.norm(travelled[1] - travelled[0]) - expected) < 0.15 * expected, (travelled, expected)
+    for side, a in report.feet.after.items():  # the standing feet do not slide
+        assert a["contact_frames"] > 20 and a["skate_mm_per_frame"] < 2.0, (side, a)
+    points = np.zeros((4, 2, 3))  # a foot that stands on a treadmill while the other swings: the body goes
+    points[:, 0, 0] = [0.0, -0.1, -0.2, -0.3]
+    points[:, 1, 2] = [0.0, 0.2, 0.3, 0.2]
+    assert np.allclose(feet_travel(points, [[0], [1]])[:, 0], [0.0, 0.1, 0.2, 0.3])
