@@ -47,15 +47,20 @@ class StructureError(ValueError):
 class _Skeleton:
     """Bones with their world-space rest joints (heads, tails), parents and children, and the body's size."""
 
-    def __init__(self, obj, deform_only=False):
+    def __init__(self, obj, deform_only=False, posed=False):
         W = np.array(obj.matrix_world)
         keep = lambda b: not (END.search(b.name) and not b.children) and not NOT_LIMB.search(b.name) \
             and (b.use_deform or not deform_only)  # noqa: E731 (no exporter's end bones, no controls)
         self.bones = [b for b in obj.data.bones if keep(b)]
         self.index = {b.name: i for i, b in enumerate(self.bones)}
         to_world = lambda p: (W @ np.append(np.array(p), 1.0))[:3]  # noqa: E731
-        self.head = np.array([to_world(b.head_local) for b in self.bones]).reshape(-1, 3)
-        self.tail = np.array([to_world(b.tail_local) for b in self.bones]).reshape(-1, 3)
+        if posed:  # the pose shown now (a clip whose rest pose lies down, Bandai Namco's, stands in its frames)
+            pb = obj.pose.bones
+            self.head = np.array([to_world(pb[b.name].head) for b in self.bones]).reshape(-1, 3)
+            self.tail = np.array([to_world(pb[b.name].tail) for b in self.bones]).reshape(-1, 3)
+        else:
+            self.head = np.array([to_world(b.head_local) for b in self.bones]).reshape(-1, 3)
+            self.tail = np.array([to_world(b.tail_local) for b in self.bones]).reshape(-1, 3)
         self._at = {}  # a kept bone by its place (head, tail): what a generated rig's ORG/MCH bone stands for
         for i, b in enumerate(self.bones):
             self._at.setdefault(self._place(b), i)
@@ -384,11 +389,14 @@ def _neck_head(sk, chest, taken, left, centre):
 
 def _skeletons(obj):
     """The skeletons to read, in turn: the deform bones alone (what the mesh follows; a generated rig's
-    mechanism bones left out) when there are enough of them, then all bones."""
+    mechanism bones left out) when there are enough of them, then all bones; in the rest pose, then, for an
+    animated armature, in the pose it shows now."""
     deform = sum(b.use_deform for b in obj.data.bones)
-    if 12 <= deform < len(obj.data.bones):
-        yield _Skeleton(obj, deform_only=True)
-    yield _Skeleton(obj)
+    animated = obj.animation_data is not None and obj.animation_data.action is not None
+    for posed in (False, True) if animated else (False,):
+        if 12 <= deform < len(obj.data.bones):
+            yield _Skeleton(obj, deform_only=True, posed=posed)
+        yield _Skeleton(obj, posed=posed)
 
 
 def _first(obj, read):

@@ -592,3 +592,49 @@ def test_an_in_place_walk_travels_as_its_standing_feet_imply():
     points[:, 0, 0] = [0.0, -0.1, -0.2, -0.3]
     points[:, 1, 2] = [0.0, 0.2, 0.3, 0.2]
     assert np.allclose(feet_travel(points, [[0], [1]])[:, 0], [0.0, 0.1, 0.2, 0.3])
+
+
+def test_a_clip_whose_rest_pose_lies_down_takes_its_most_upright_frame_as_reference():
+    """Bandai Namco's clips lie along X in their rest pose: a skeleton whose rest lies down, stood up and walking in
+    its keys, is mapped from the pose it shows and retargets with its limbs where its own point (its most upright
+    frame its reference, said so)."""
+    import math
+
+    from mathutils import Matrix
+
+    scenes.fresh(bpy)
+    source = scenes.metarig(bpy)
+    source.name = "Lying"
+    bpy.context.view_layer.objects.active = source
+    pb, bones = source.pose.bones, source.data.bones
+    head = bones["spine"].head_local.copy()
+    lie = Matrix.Translation(head) @ Matrix.Rotation(math.radians(90.0), 4, "Y") @ Matrix.Translation(-head)
+    bpy.ops.object.mode_set(mode="EDIT")  # the whole rest turned to lie along X, about the pelvis
+    placed = {b.name: b.matrix.copy() for b in source.data.edit_bones}
+    for b in source.data.edit_bones:
+        b.matrix = lie @ placed[b.name]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    assert bones["spine.006"].head_local.z < bones["spine"].head_local.z + 0.05  # (lying)
+    stand = lie.inverted()
+    for f in range(1, 41):
+        pb["spine"].matrix = stand @ bones["spine"].matrix_local
+        pb["spine"].keyframe_insert("rotation_quaternion", frame=f)
+        pb["spine"].keyframe_insert("location", frame=f)
+        for side, sign in ((".L", 1.0), (".R", -1.0)):
+            thigh = pb["thigh" + side]
+            thigh.rotation_quaternion = Matrix.Rotation(0.4 * sign * math.sin(2 * math.pi * f / 20.0), 4,
+                                                        "X").to_quaternion()
+            thigh.keyframe_insert("rotation_quaternion", frame=f)
+    bpy.context.scene.frame_set(1)
+    target = scenes.metarig(bpy)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(1, 40, ik=False))
+    assert any("rest pose does not stand" in w for w in report.warnings), report.warnings
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    angles = []
+    for f in range(1, 41, 3):
+        bpy.context.scene.frame_set(f)
+        for role in ("left thigh", "right thigh", "left shin", "left upper_arm", "right forearm"):
+            a, b = _joint_direction(source, hs, role), _joint_direction(target, ht, role)
+            angles.append(np.degrees(np.arccos(np.clip(a @ b, -1, 1))))
+    assert np.max(angles) < 5, np.percentile(angles, [50, 100])
+    assert abs(report.scale - 1.0) < 0.01  # (the same skeleton: its legs' length, not the lying rest's heights)
