@@ -663,6 +663,11 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     off = [int(f) for f, w in zip(frames, ease_pelvis) if w == 0.0]  # a foot left as the source's
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
+        if not (np.isfinite(pts[:, on]).all() and np.isfinite(targets[:, on]).all()):
+            bad = "sole points" if not np.isfinite(pts[:, on]).all() else "targets"
+            raise RigError(f"the {foot.label}: its {bad} are not numbers on some frames (its sole, from its bones "
+                           f"or its skin, may have no size in the armature's units): give the feet by hand (--feet "
+                           "ANKLE:BALL,ANKLE:BALL), or retarget without planting (--no-ik)")
         ankles[:, k] = _rigid(pts[:, on], targets[:, on], ankles[:, k])
     flat = None
     if options.on_floor:  # the rest pose stands flat on its floor (its sole points are level)
@@ -705,8 +710,10 @@ def _tilt(points, weights, heights, prior):
         r = r0 @ exp_so3(np.array([w[0], w[1], 0.0])).T
         gap = r[:, 2] - heights[mask]
         target = (weights[mask] * gap).sum() / weights[mask].sum()
-        step, *_ = np.linalg.lstsq(sw[:, None] * np.column_stack([r[:, 1], -r[:, 0]]), sw * (target - gap),
-                                   rcond=0.1)
+        A, b = sw[:, None] * np.column_stack([r[:, 1], -r[:, 0]]), sw * (target - gap)
+        if not (np.isfinite(A).all() and np.isfinite(b).all()):
+            return np.array(prior, dtype=float)  # (a degenerate foot: no turn read from it)
+        step, *_ = np.linalg.lstsq(A, b, rcond=0.1)
         w += step
         if np.hypot(*step) < 1e-7:
             break

@@ -291,10 +291,10 @@ def humanoid_feet(obj, h):
     """The feet (rig.feet.Foot: sole points, a root-parented foot's leg) of a mapped humanoid: a foot that does
     not hang from its shin follows that shin."""
     feet = find_feet(obj, ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES))
-    for foot in feet:
+    for foot in feet:  # (the mapped shin, not a bone whose tail happens to be at the ankle: tails are guesses)
         shin = h.bone(f"{foot.side} shin")
-        if shin and shin not in {p.name for p in obj.data.bones[foot.ankle].parent_recursive}:
-            foot.shin = shin
+        if shin:
+            foot.shin = "" if shin in {p.name for p in obj.data.bones[foot.ankle].parent_recursive} else shin
     return feet
 
 
