@@ -667,7 +667,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             bad = "sole points" if not np.isfinite(pts[:, on]).all() else "targets"
             raise RigError(f"the {foot.label}: its {bad} are not numbers on some frames (its sole, from its bones "
                            f"or its skin, may have no size in the armature's units): give the feet by hand (--feet "
-                           "ANKLE:BALL,ANKLE:BALL), or retarget without planting (--no-ik)")
+                           "ANKLE:BALL,ANKLE:BALL)")
         ankles[:, k] = _rigid(pts[:, on], targets[:, on], ankles[:, k])
     flat = None
     if options.on_floor:  # the rest pose stands flat on its floor (its sole points are level)

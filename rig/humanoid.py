@@ -167,6 +167,9 @@ def find_humanoid(obj):
     RigError saying what was looked at and why it was not taken."""
     try:
         roles, spine, notes = find_structure(obj)
+        missing = [r for r in REQUIRED if r not in roles]
+        if missing:  # (a leg that ends at its shin, no foot bone at its ankle)
+            raise StructureError(f"{obj.name!r}: no {', '.join(missing)} ({'; '.join(notes)})")
     except StructureError as e:
         try:
             return _by_names(obj)
@@ -183,7 +186,8 @@ def _by_names(obj):
     try:
         feet = find_feet(obj)
     except RigError as e:
-        raise RigError(f"{obj.name!r} is not a humanoid this can map: {e}") from None
+        found = str(e).split(": give them by hand")[0]  # (the command's own hint follows, for its own side)
+        raise RigError(f"{obj.name!r} is not a humanoid this can map: {found}") from None
     hands = find_hands(obj)
     for s in SIDES:
         if s not in hands:

@@ -287,10 +287,15 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
             progress(0.2 * (i + 1) / len(frames))
 
 
+def feet_spec(h):
+    """The mapped feet as --feet writes them, "ANKLE:BALL,ANKLE:BALL" (the left first)."""
+    return ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES)
+
+
 def humanoid_feet(obj, h):
     """The feet (rig.feet.Foot: sole points, a root-parented foot's leg) of a mapped humanoid: a foot that does
     not hang from its shin follows that shin."""
-    feet = find_feet(obj, ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES))
+    feet = find_feet(obj, feet_spec(h))
     for foot in feet:  # (the mapped shin, not a bone whose tail happens to be at the ankle: tails are guesses)
         shin = h.bone(f"{foot.side} shin")
         if shin:
@@ -402,11 +407,6 @@ def retarget(scene, source, target, options=None, progress=None):
         raise RigError(f"frames {first}-{last} are all outside the source's action {src_action.name!r} (frames "
                        f"{a0}-{a1}): choose frames within it")
     frames = list(range(first, last + 1))
-    try:
-        t_feet = [f.ankle for f in find_feet(target)]
-    except RigError:
-        t_feet = []
-    driven = [b for b in t_feet if _driven(target, b)]
     hs = map_humanoid(source, options.source_roles or stored_roles(source))
     ht = map_humanoid(target, options.target_roles or stored_roles(target))
     if options.feet:  # the feet given by hand replace the mapped ones
@@ -415,6 +415,7 @@ def retarget(scene, source, target, options=None, progress=None):
             ht.roles.pop(f"{foot.side} toe", None)
             if foot.ball:
                 ht.roles[f"{foot.side} toe"] = foot.ball
+    driven = [ht.bone(f"{s} foot") for s in SIDES if _driven(target, ht.bone(f"{s} foot"))]
     controls = rigify_controls(target, ht) if driven else None
     if driven and controls is None:  # keys on them would be overridden: say so before anything is written
         raise RigError(f"the character's bones ({', '.join(driven)}) follow constraints (a generated rig's deform "
@@ -615,7 +616,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
         bpy.context.view_layer.update()
         names = [made.name]
     try:
-        feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, max_error=options.max_error,
+        feet = foot_placement(scene, target, FootOptions(frames[0], frames[-1], names, feet=feet_spec(ht),
+                                                         max_error=options.max_error,
                                                          time_limit=options.time_limit, held=held or {},
                                                          on_floor=True, independent=options.independent,
                                                          workers=options.workers,

@@ -105,3 +105,15 @@ def test_what_is_not_a_humanoid_is_refused_saying_what_was_looked_at():
     bpy.ops.object.mode_set(mode="OBJECT")
     with pytest.raises(RigError, match=r"not a humanoid this can map: .*legs.*looked at.*'FootL'"):
         map_humanoid(obj)
+
+
+def test_legs_with_no_foot_bones_are_refused_by_name_not_a_traceback():
+    scenes.fresh(bpy)
+    obj, _ = characters.build(bpy, "plain", toes=False)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    for name in ("FootL", "FootR"):  # legs that end at the shin
+        obj.data.edit_bones.remove(obj.data.edit_bones[name])
+    bpy.ops.object.mode_set(mode="OBJECT")
+    with pytest.raises(RigError, match=r"not a humanoid this can map: .*no left foot"):
+        map_humanoid(obj)
