@@ -637,6 +637,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         ease.append(w)
         targets[:, cols] = pts[:, cols] + w[:, None, None] * (targets[:, cols] - pts[:, cols])
     ease_pelvis = np.min(ease, axis=0)
+    _check_numbers(feet, feet_cols, pts, targets)
     if options.on_floor:
         for k, cols in enumerate(feet_cols):
             if feet[k].ball not in stiff:  # a toe nothing can bend (no control carries it) stays as it is
@@ -663,11 +664,6 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     off = [int(f) for f, w in zip(frames, ease_pelvis) if w == 0.0]  # a foot left as the source's
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
-        if not (np.isfinite(pts[:, on]).all() and np.isfinite(targets[:, on]).all()):
-            bad = "sole points" if not np.isfinite(pts[:, on]).all() else "targets"
-            raise RigError(f"the {foot.label}: its {bad} are not numbers on some frames (its sole, from its bones "
-                           f"or its skin, may have no size in the armature's units): give the feet by hand (--feet "
-                           "ANKLE:BALL,ANKLE:BALL)")
         ankles[:, k] = _rigid(pts[:, on], targets[:, on], ankles[:, k])
     flat = None
     if options.on_floor:  # the rest pose stands flat on its floor (its sole points are level)
@@ -815,6 +811,17 @@ def _level_track(frames, decay):
             t_prev = t
         passes.append(out)
     return {t: exp_so3(np.append(_tilt(*frames[t], 0.5 * (passes[0][t] + passes[1][t])), 0.0)) for t in order}
+
+
+def _check_numbers(feet, feet_cols, pts, targets):
+    """A RigError naming the foot whose sole points or targets are not numbers on some frame (a sole of no size in
+    the armature's units), before any solve reads them."""
+    for foot, cols in zip(feet, feet_cols):
+        for what, values in (("sole points", pts[:, cols]), ("targets", targets[:, cols])):
+            if not np.isfinite(values).all():
+                raise RigError(f"the {foot.label}: its {what} are not numbers on some frames (its sole, from its "
+                               "bones or its skin, may have no size in the armature's units): give the feet by hand "
+                               "(--feet ANKLE:BALL,ANKLE:BALL)")
 
 
 def _rigid(a, b, p):
