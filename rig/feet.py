@@ -199,9 +199,17 @@ def _sole_foot(obj, side, ankle, skin):
 
 
 def _detached_leg(obj, ankle, foot_length):
-    """The bone whose tail is at the ankle when it is not one of the ankle's ancestors: the leg of a foot that
-    is parented to the root (game rigs exported with IK, their constraints lost), which must follow the foot;
-    "" when the foot hangs from its leg."""
+    """The leg's last bone when it is not one of the ankle's ancestors: the leg of a foot that is parented to the
+    root (game rigs exported with IK, their constraints lost), which must follow the foot; "" when the foot hangs
+    from its leg. Read from the skeleton's structure (its legs' joints), else the bone whose tail is at the ankle."""
+    ancestors = {b.name for b in ankle.parent_recursive}
+    try:  # the skeleton's own legs (joints, not tails: an importer's bones may be specks, the Knight's glTF)
+        legs = find_legs(obj).values()
+    except StructureError:
+        legs = ()
+    for leg in legs:
+        if leg.get("foot") == ankle.name and leg.get("shin"):
+            return "" if leg["shin"] in ancestors else leg["shin"]
     head = np.array(ankle.head_local)
     near = lambda b: np.linalg.norm(np.array(b.tail_local) - head) < 0.25 * foot_length  # noqa: E731
     if any(near(b) for b in ankle.parent_recursive):

@@ -520,7 +520,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                 weights = rigid.astype(float)
                 if rigid.any():  # a point the copied foot holds above the others (a heel already lifting: its leg
                     # could not reach) is turned down less, by nothing from a sixth of the foot's length up
-                    rise = turned[:, 2] - h_all
+                    rise = np.where(ok_all, turned[:, 2] - h_all, np.inf)  # a point off the terrain: no weight
                     rise -= rise[rigid].min()
                     weights *= np.clip((1.0 / 6.0 - rise / foot_length) / (1.0 / 6.0 - 1.0 / 20.0), 0.0, 1.0)
                 if (weights > 0).sum() < 2:
@@ -1072,15 +1072,23 @@ class FootGoals:
         self.points = [(j, c) for j, c in self.points if c is not None]
         self.pelvis = carried(pelvis, np.zeros(3))
         self.pelvis_bone = pelvis
-        # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle).
-        self.detached = [(k, f.shin, float(obj.data.bones[f.shin].length)) for k, f in enumerate(feet) if f.shin]
+        # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle:
+        # the foot's rest head held in the shin's frame, not the shin's tail, which an importer may have guessed).
+        self.detached = [(k, f.shin, _in_rest_frame(obj, f.shin, f.ankle)) for k, f in enumerate(feet) if f.shin]
         bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached} | set(options.held)
         bones |= {self.pelvis[0]} if self.pelvis else set()
         free = {f.ankle for f in feet if f.shin} | {control for control, _ in controls.values()}
-        # Through controls, only the controls move: the mechanism above them (and the root) keeps its pose.
+        # Through controls, only the controls move: the mechanism above them (and the root) keeps its pose. Feet
+        # on the root: the pelvis moves on its own, the root (which carries the feet) keeps its pose.
+        on_root = bool(self.detached) and self.pelvis is not None and obj.data.bones[self.pelvis[0]].parent is not None \
+            and not obj.data.bones[self.pelvis[0]].use_connect
         fixed = (chains_to(obj, bones) - free) if controls else set()
+        if on_root:
+            free.add(self.pelvis[0])
+            fixed |= {b.name for f in feet for b in obj.data.bones[f.ankle].parent_recursive} | \
+                {b.name for b in obj.data.bones[self.pelvis[0]].parent_recursive}
         limit_rotation = bool(obj.fullbody_ik.settings.use_limit_rotation)  # the armature's own IK setting
-        self.tree, self.mapping = cached_tree(obj, free_root=not controls, use_limit_rotation=limit_rotation,
+        self.tree, self.mapping = cached_tree(obj, free_root=not (controls or on_root), use_limit_rotation=limit_rotation,
                                               bones=bones, use_stretch=False, free_bones=free, fixed_bones=fixed)
         P = len(self.points) + len(self.detached)
         self.columns = [(j, "error") for j in range(P)]
@@ -1106,8 +1114,8 @@ class FootGoals:
             touching = self.plan.contacts[i, j]
             out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=1.0 if touching else 0.3,
                                 tolerance=(5e-4 if touching else 2e-3) / self.unit))
-        for k, shin, length in self.detached:
-            out.append(Position(shin, local(self.plan.ankles[i, k]), offset=(0.0, length, 0.0),
+        for k, shin, at_ankle in self.detached:
+            out.append(Position(shin, local(self.plan.ankles[i, k]), offset=at_ankle,
                                 tolerance=5e-4 / self.unit))
         if self.pelvis:
             out.append(Position(self.pelvis[0], local(self.plan.pelvis[i]), offset=self.pelvis[1], weight=0.01,
@@ -1120,6 +1128,12 @@ class FootGoals:
             out.append(Position(bone, local(targets[i]), weight=0.3, tolerance=2e-3 / self.unit))
         out.append(Displacement(q_anim, weight=self.options.body_weight))
         return out
+
+
+def _in_rest_frame(obj, bone, other):
+    """Where bone ``other``'s head is in ``bone``'s frame, in the rest pose (3,)."""
+    bones = obj.data.bones
+    return (np.linalg.inv(np.array(bones[bone].matrix_local)) @ np.append(np.array(bones[other].head_local), 1.0))[:3]
 
 
 def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):

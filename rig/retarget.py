@@ -23,6 +23,7 @@ from .bake import outside_warning
 from .evaluation import evaluating_only
 from .footplant import _driven, _turn, sample_motion
 from .feet import find_feet
+from .fingers import FINGERS, finger_next_joint, finger_pairs
 from .humanoid import SIDES, map_humanoid
 from .takes import reference_frames
 
@@ -117,22 +118,25 @@ class _Skeleton:
         M = W @ self.ref
         return M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True), M[:, :3, 3]
 
-    def rest_direction(self, role, bone):
-        """A mapped bone's direction in the rest pose (world, unit): toward the next joint of its limb (the thigh to
-        the knee, the forearm to the wrist, a hand to its fingers' ends), which the file holds, rather than
-        along the bone to its tail, which an importer may have guessed; else along the bone."""
+    def joint_direction(self, role, bone):
+        """A mapped bone's direction in the reference pose (world, unit) toward the next joint of its limb (the
+        thigh to the knee, the forearm to the wrist, a hand to its fingers' ends, a finger segment to the next),
+        which the file holds; None when nothing follows it (a head, a hand with no fingers, a toe, a finger's last
+        segment): the way the bone itself points to its tail may be an importer's guess."""
         R, P = self.rest_world()
         i = self.index[bone]
-        side, _, part = role.rpartition(" ")
-        after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
-        fingers = self._finger_ends(bone) if part == "hand" else []
-        if after:
-            d = P[self.index[after]] - P[i]
-        elif fingers:  # the hand toward its fingers (a hand bone may have no length, CMU's, or point anywhere)
-            d = np.mean([P[k] for k in fingers], axis=0) - P[i]
+        words = role.split()
+        side, part = (words[0], words[1]) if words[0] in SIDES else ("", words[0])
+        if part in FINGERS:
+            after = finger_next_joint(self.obj.data.bones, self.h.bone(f"{side} hand"), bone)
+            d = P[self.index[after]] - P[i] if after else None
+        elif part == "hand":  # toward its fingers (a hand bone may have no length, CMU's, or point anywhere)
+            fingers = self._finger_ends(bone)
+            d = np.mean([P[k] for k in fingers], axis=0) - P[i] if fingers else None
         else:
-            d = R[i][:, 1]
-        return _unit(d) if np.linalg.norm(d) > 1e-9 else _unit(R[i][:, 1])
+            after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
+            d = P[self.index[after]] - P[i] if after else None
+        return _unit(d) if d is not None and np.linalg.norm(d) > 1e-9 else None
 
     def _finger_ends(self, hand):
         """Indices of the last joint (bone head) of each finger chain hanging from ``hand``, the thumb left out
@@ -310,16 +314,58 @@ def stored_roles(obj):
     return {r.role: r.bone for r in rows} if len(rows) else None
 
 
-def _pairs(hs, ht):
+def _pairs(source, hs, target, ht):
     """[(role, source bone, target bone)] for the roles both have, the spine's middle bones by their place
-    along it (fractions of the chain)."""
+    along it (fractions of the chain), and the fingers both hands have (rig.fingers)."""
     out = [(r, hs.roles[r], ht.roles[r]) for r in ht.roles if r in hs.roles]
     ms, mt = hs.spine[:-1], ht.spine[:-1]  # the chest is a role of its own
     if ms and mt:
         for i, name in enumerate(mt):
             j = min(range(len(ms)), key=lambda j: abs((j + 1) / (len(ms) + 1) - (i + 1) / (len(mt) + 1)))
             out.append((f"spine {i + 1}", ms[j], name))
+    for s in SIDES:
+        if hs.bone(f"{s} hand") and ht.bone(f"{s} hand"):
+            out += finger_pairs(source.data.bones, hs.bone(f"{s} hand"), target.data.bones, ht.bone(f"{s} hand"), s)
     return out
+
+
+def _alignments(S, T, pairs):
+    """{role: A}, the world turn taking the target's reference pose of a mapped bone onto the source's: the
+    pelvis's, chest's and feet's from their body frames; a limb bone's turned with the body it hangs from (the
+    pelvis's or the chest's: its twist follows the way the body faces), then onto the source's direction to its
+    next joint. A bone with nothing after it on either side (a head, a hand with no fingers, a toe, a finger's
+    last segment) turns as the bone it continues (in a standing reference pose the head stands as the chest, the
+    hand continues its forearm, a toe its foot), else as it points."""
+    fs, ft = S.body_frames(), T.body_frames()
+    body = {role: fs[role] @ ft[role].T for role in fs}
+    trunk = lambda role: body["pelvis" if role.split()[-1] in ("thigh", "shin", "toe") or role.startswith("spine")  # noqa: E731
+                                else "chest"]
+    out = {}
+    for role, sb, tb in pairs:
+        ds, dt = S.joint_direction(role, sb), T.joint_direction(role, tb)
+        if role in body:
+            out[role] = body[role]
+        elif ds is not None and dt is not None:
+            out[role] = _turn(trunk(role) @ dt, ds) @ trunk(role)
+    Rs, Rt = S.rest_world()[0], T.rest_world()[0]
+    for role, sb, tb in pairs:
+        if role not in out:
+            continued = next((r for r in _continues(role) if r in out), None)
+            B = trunk(role)
+            out[role] = out[continued] if continued else _turn(B @ Rt[T.index[tb]][:, 1], Rs[S.index[sb]][:, 1]) @ B
+    return out
+
+
+def _continues(role):
+    """The roles a bone continues, nearest first (a finger's last segment: its previous ones, then the hand)."""
+    words = role.split()
+    if len(words) == 3 and words[1] in FINGERS:  # "left index 3"
+        side, kind, n = words[0], words[1], int(words[2])
+        return [f"{side} {kind} {k}" for k in range(n - 1, 0, -1)] + [f"{side} hand", f"{side} forearm"]
+    side = words[0] + " " if words[0] in SIDES else ""
+    part = words[-1]
+    return [side + r for r in {"hand": ("forearm",), "toe": ("foot",)}.get(part, ())] + \
+        (["chest"] if part == "head" else [])
 
 
 @dataclass
@@ -422,7 +468,7 @@ def retarget(scene, source, target, options=None, progress=None):
                        "bones) and its controls are not a Rigify rig's: keys on the bones would be overridden; "
                        "retarget onto the skeleton that is keyed, or bake the rig's constraints first")
     S, T = _Skeleton(source, hs), _Skeleton(target, ht)
-    pairs = _pairs(hs, ht)
+    pairs = _pairs(source, hs, target, ht)
     before_frame = scene.frame_current
     scene.frame_set(first)
     Rt_rest, t_rest_heads = T.rest_world()
@@ -459,12 +505,11 @@ def retarget(scene, source, target, options=None, progress=None):
     Rs_rest, _ = S.rest_world()
     # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
     # the source's (world).
-    fs, ft = S.body_frames(), T.body_frames()
+    aligned = _alignments(S, T, pairs)
     standing = _standing_tilts(hs, Rs, Rs_rest, S.index, motion)
     constant = {}
     for role, sb, tb in pairs:
-        A = fs[role] @ ft[role].T if role in fs else _turn(T.rest_direction(role, tb), S.rest_direction(role, sb))
-        A = standing.get(role, np.eye(3)).T @ A  # a foot standing flat on the source's floor stands flat on the target's
+        A = standing.get(role, np.eye(3)).T @ aligned[role]  # a foot standing flat on the source's floor stands flat on the target's
         constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
     scale = 1.0 if options.root == "kept" else T.leg_length() / max(S.leg_length(), 1e-9)
     target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)

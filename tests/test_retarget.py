@@ -105,6 +105,15 @@ def _hand_direction(obj, h, side="left"):
     return np.array(posed.normalized())
 
 
+def _turn_from_rest(obj, bone, base):
+    """Degrees a bone is turned from its rest pose relative to ``base`` (its ancestor): a head's nod on the chest."""
+    def turn(name):
+        pb = obj.pose.bones[name]
+        return np.array(pb.matrix.to_3x3().normalized() @ pb.bone.matrix_local.to_3x3().inverted())
+    D = turn(base).T @ turn(bone)
+    return float(np.degrees(np.arccos(np.clip((np.trace(D) - 1) / 2, -1, 1))))
+
+
 def _direction(obj, bone):
     pb = obj.pose.bones[bone]
     d = np.array(obj.matrix_world @ pb.tail) - np.array(obj.matrix_world @ pb.head)
@@ -452,9 +461,12 @@ def test_a_generated_rigify_rig_is_keyed_through_its_controls():
     worst = 1.0
     for f in range(first, last + 1, 10):
         bpy.context.scene.frame_set(f)
-        for role in ("left upper_arm", "right forearm", "chest", "head", "left thigh"):
+        for role in ("left upper_arm", "right forearm", "chest", "left thigh"):
             worst = min(worst, float(_direction(source, hs.bone(role)) @ _direction(rig, ht.bone(role))))
         worst = min(worst, float(_hand_direction(source, hs) @ _direction(rig, ht.bone("left hand"))))
+        nods = [_turn_from_rest(obj, h.bone("head"), h.bone("chest")) for obj, h in ((source, hs), (rig, ht))]
+        assert abs(nods[0] - nods[1]) < 6.0, (f, nods)  # the head turns on the chest as the source's (through
+        # Rigify's neck, which shares the turn between its neck bones)
     assert worst > 0.98, worst
     # Not a Rigify rig: a metarig whose feet copy another bone's rotation.
     target = scenes.metarig(bpy)
@@ -638,3 +650,42 @@ def test_a_clip_whose_rest_pose_lies_down_takes_its_most_upright_frame_as_refere
             angles.append(np.degrees(np.arccos(np.clip(a @ b, -1, 1))))
     assert np.max(angles) < 5, np.percentile(angles, [50, 100])
     assert abs(report.scale - 1.0) < 0.01  # (the same skeleton: its legs' length, not the lying rest's heights)
+
+
+def test_fingers_are_mapped_finger_by_finger_and_held_at_rest_where_the_source_has_none():
+    """A Mixamo-named source curling its fingers (each finger its own curl) onto VRM names in an A-pose in
+    centimetres: every segment of every finger points where the source's does; from a CMU clip (a thumb and one
+    block for the fingers) the character's fingers are not keyed (held at its rest) and its hand still turns."""
+    from mathutils import Euler
+
+    scenes.fresh(bpy)
+    source, _ = characters.build(bpy, "mixamo", name="Source")
+    target, _ = characters.build(bpy, "vrm", rest="A", centimetres=True, name="Target")
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    curls = {"Thumb": 15, "Index": 50, "Middle": 20, "Ring": 70, "Pinky": 35}
+    source.animation_data_create().action = bpy.data.actions.new("curl")
+    for f in (1, 11):
+        for pb in source.pose.bones:
+            finger = next((k for k in curls if k in pb.name), None)
+            if finger:
+                pb.rotation_mode = "XYZ"
+                pb.rotation_euler = Euler((np.radians(curls[finger] * (f - 1) / 10), 0, 0))
+                pb.keyframe_insert("rotation_euler", frame=f)
+        source.pose.bones[hs.bone("pelvis")].location = (0, 0, 0.01 * f)
+        source.pose.bones[hs.bone("pelvis")].keyframe_insert("location", frame=f)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(1, 11, ik=False))
+    fingers = [m for m in report.mapping if m[0].split()[1:2] in (["thumb"], ["index"], ["middle"], ["ring"], ["little"])]
+    assert len(fingers) == 30, fingers
+    assert ("left ring 2", "mixamorig:LeftHandRing2", "J_Bip_L_Ring2") in report.mapping
+    for f in (1, 6, 11):
+        bpy.context.scene.frame_set(f)
+        for _, sb, tb in fingers:
+            angle = np.degrees(np.arccos(np.clip(_direction(source, sb) @ _direction(target, tb), -1, 1)))
+            assert angle < 1.0, (f, sb, tb, angle)
+    # A CMU clip: no fingers to pair; the character's are left at its rest, its hands follow the source's.
+    cmu, first, _ = scenes.import_cmu(bpy, "02_01")
+    report = retarget(bpy.context.scene, cmu, target, RetargetOptions(first, first + 20, ik=False))
+    assert not [m for m in report.mapping if "index" in m[0] or "thumb" in m[0]]
+    bag = target.animation_data.action.layers[0].strips[0].channelbag(target.animation_data.action_slot)
+    keyed = {fc.data_path.split('"')[1] for fc in bag.fcurves if fc.data_path.startswith("pose.bones")}
+    assert ht.bone("left hand") in keyed and not any("Index" in n or "Thumb" in n for n in keyed), keyed
