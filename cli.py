@@ -570,7 +570,7 @@ def _same_file(bpy, path):
 
 def _pick_armature(objects, name, what, option, named=None):
     """The armature of ``objects`` called ``name`` (in its file: ``named``, {object: name there}), or the only
-    one; a Failure listing them otherwise."""
+    one, or the only humanoid among them; a Failure listing them otherwise."""
     arms = [o for o in objects if o.type == "ARMATURE"]
     label = (lambda o: named.get(o, o.name)) if named else (lambda o: o.name)  # noqa: E731
     if name:
@@ -583,7 +583,23 @@ def _pick_armature(objects, name, what, option, named=None):
         return arms[0]
     if not arms:
         raise Failure(f"the {what} holds no armature")
-    raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(label(o)) for o in arms)})")
+    humanoids = [o for o in arms if _maps(o)]  # (a hat's or a prop's armature beside the character's)
+    if len(humanoids) == 1:
+        return humanoids[0]
+    raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(label(o)) for o in arms)})"
+                  + (f", {len(humanoids)} of them humanoids" if humanoids else ", none of them a humanoid"))
+
+
+def _maps(obj):
+    """Whether an armature maps as a humanoid (rig.humanoid)."""
+    from .rig import RigError
+    from .rig.humanoid import map_humanoid
+
+    try:
+        map_humanoid(obj)
+    except RigError:
+        return False
+    return True
 
 
 def _bone_map(path):

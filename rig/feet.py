@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .armature import RigError
+from .skin import skin_points
 from .structure import StructureError, find_legs
 from .structure import side_of as _side
 
@@ -144,32 +145,10 @@ def _height(obj, up):
     return max(h) - min(h) if h else 0.0
 
 
-def _skin_points(obj, bone):
-    """(N, 3) armature-space rest positions of the skin that follows ``bone``: vertices weighted to it at least half
-    through an Armature modifier on ``obj``, and meshes parented to the bone itself."""
-    W_inv = np.linalg.inv(np.array(obj.matrix_world))
-    out = []
-    for o in obj.users_scene[0].objects if obj.users_scene else ():
-        if o.type != "MESH":
-            continue
-        M = W_inv @ np.array(o.matrix_world)
-        co = np.array([v.co for v in o.data.vertices]).reshape(-1, 3)
-        if o.parent == obj and o.parent_type == "BONE" and o.parent_bone == bone.name:
-            posed = np.array(obj.pose.bones[bone.name].matrix)  # (placed by the pose: brought back to the rest)
-            M = np.array(bone.matrix_local) @ np.linalg.inv(posed) @ M
-            out.append(co @ M[:3, :3].T + M[:3, 3])
-        elif any(m.type == "ARMATURE" and m.object == obj for m in o.modifiers) and bone.name in o.vertex_groups:
-            g = o.vertex_groups[bone.name].index
-            keep = [v.index for v in o.data.vertices if any(e.group == g and e.weight >= 0.5 for e in v.groups)]
-            out.append(co[keep] @ M[:3, :3].T + M[:3, 3])
-    pts = np.vstack(out) if out else np.zeros((0, 3))
-    return pts if len(pts) >= 8 else None
-
-
 def _skin_sole(obj, ankle, up):
     """(heel, ball, toe) armature-space points of a foot read from its skin: its lowest part, along its longest
     horizontal extent, forward where it reaches furthest from the ankle; or None without such skin."""
-    pts = _skin_points(obj, ankle)
+    pts = skin_points(obj, ankle)
     if pts is None:
         return None
     head = np.array(ankle.head_local)

@@ -649,10 +649,11 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     write_contacts(target, action, slot, sampler, frames, contacts, missed)
     made = None
     names = list(options.terrain)
-    if not names:  # the target's floor: its soles' rest height, under the whole travel
+    if not names:  # the target's floor: its soles' rest height, under the whole travel and around it
         W = np.array(target.matrix_world)
         z = min(float((W @ np.append(p.rest, 1.0))[2]) for f in tgt_feet for p in f.points)
-        lo, hi = pelvis_world[:, :2].min(axis=0) - 3.0, pelvis_world[:, :2].max(axis=0) + 3.0
+        margin = 3.0 * max(float(np.max(pelvis_world[:, 2])) - z, 1e-3)  # three hip heights, in any unit
+        lo, hi = pelvis_world[:, :2].min(axis=0) - margin, pelvis_world[:, :2].max(axis=0) + margin
         mesh = bpy.data.meshes.new("fbik floor")
         mesh.from_pydata([(lo[0], lo[1], z), (hi[0], lo[1], z), (hi[0], hi[1], z), (lo[0], hi[1], z)], [],
                          [(0, 1, 2, 3)])
