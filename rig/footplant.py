@@ -407,6 +407,8 @@ def sample_motion(scene, obj, feet, frames, step=1):
     else:
         source = (f"the action's contact channels (the {' and '.join(feet[k].side for k in detected_feet)} "
                   f"foot's detected: no channel)")
+    if contacts.any():  # the floor is where the feet stand, not where a long foot's swinging toe dips through it
+        floor = float(np.percentile(pts[..., 2][contacts], 5))
     # A treadmill: in place, and the feet slide under the body while they stand (a standing jump or an idle,
     # in place too, keeps its feet still: those are pinned as any).
     treadmill = False
@@ -610,11 +612,17 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             # lower than the source's clearance: by as much as its swing was blended down
             drop = targets[air][:, cols, 2] - pts[air][:, cols, 2] - swing_offset[air][:, cols]
             keep = keep + np.minimum(drop.mean(axis=1, keepdims=True), 0.0)
-        between = np.einsum("qp,tp->tq", W, np.maximum(keep, 0.0))
-        if on_terrain:  # clearances over different treads do not interpolate: between points, above the terrain
-            between[:, len(cols):] = 0.0
-        need = h_t + between - T[..., 2]
-        lift = np.maximum(need.max(axis=1), 0.0)
+        lowest = np.maximum(keep, 0.0).min(axis=1)  # the clearance the foot's lowest point keeps over the terrain
+        # A toe that would go under (a long foot pitched down as the source's swings) turns up at the ankle first,
+        # the leg kept; what that cannot clear lifts the foot whole.
+        k = feet_cols.index(cols)
+        at_ankle = m.ankles[air, k] + (targets[air][:, cols] - pts[air][:, cols]).mean(axis=1)
+        pitch = _swing_pitch(T, at_ankle, h_t, lowest, len(cols), air, targets[air][:, cols], fps)
+        for i, t in enumerate(air):
+            if pitch[i] != 0.0:
+                targets[t, cols] = _pitched(targets[t, cols], at_ankle[i], pitch[i])
+        T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
+        lift = _swing_lift(T[..., 2], h_t, lowest, len(cols))
         slope = 0.02 * leg  # per frame: a lift is eased in and out (a step is not a pop), to nothing at contacts
         for x, y in _runs(np.isin(np.arange(F), air)):
             k = np.searchsorted(air, [x, y + 1])
@@ -832,6 +840,60 @@ def _rigid(a, b, p):
     D[:, 2, 2] = np.linalg.det(U @ Vt)
     R = U @ D @ Vt
     return cb[:, 0] + np.einsum("fij,fj->fi", R, p - ca[:, 0])
+
+
+PITCH_MAX = np.radians(60.0)  # the most a swinging foot is turned up at its ankle to clear the terrain
+
+
+def _pitch_axis(points):
+    """The horizontal axis across a foot (points (P, 3), heel first, toe tip last) about which a positive turn
+    raises its toes."""
+    forward = points[-1] - points[0]
+    forward[2] = 0.0
+    n = np.linalg.norm(forward)
+    if n < 1e-12:
+        return None
+    return np.cross(forward / n, np.array([0.0, 0.0, 1.0]))
+
+
+def _pitched(points, pivot, angle):
+    """Points (P, 3) of a foot turned toes-up by ``angle`` about ``pivot`` (its ankle)."""
+    axis = _pitch_axis(points)
+    if axis is None:
+        return points
+    return pivot + (points - pivot) @ exp_so3(angle * axis).T
+
+
+def _swing_lift(z, terrain, lowest, P):
+    """(A,) how far a swinging foot must rise on each frame so that none of its probes (heights z (A, Q) over
+    ``terrain`` (A, Q)) is under the terrain and its lowest sole point (the first P probes) keeps ``lowest`` (A,)
+    over it: its swing height as the source's, whatever turn its shape took."""
+    over = z - terrain
+    return np.maximum(np.maximum(-over.min(axis=1), lowest - over[:, :P].min(axis=1)), 0.0)
+
+
+def _swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
+    """(A,) the toes-up turn at the ankle of a swinging foot on each of its frames ``air`` that leaves the least to
+    lift it by (_swing_lift; the smallest such turn, at most PITCH_MAX), eased over neighbouring frames (at most
+    90 degrees a second) so the foot turns smoothly; probes (A, Q, 3), ``points`` (A, P, 3) the foot's sole points
+    (heel first, toe tip last)."""
+    grid = np.linspace(0.0, PITCH_MAX, 19)
+    out = np.zeros(len(air))
+    before = _swing_lift(probes[..., 2], terrain, lowest, P)
+    for i in np.flatnonzero(before > 0.0):
+        axis = _pitch_axis(points[i])
+        if axis is None:
+            continue
+        z = np.array([(ankles[i] + (probes[i] - ankles[i]) @ exp_so3(a * axis).T)[:, 2] for a in grid])
+        lifts = _swing_lift(z, np.broadcast_to(terrain[i], z.shape), np.full(len(grid), lowest[i]), P)
+        out[i] = grid[int(np.flatnonzero(lifts <= lifts.min() + 1e-4)[0])]
+    slope = np.radians(90.0) / max(fps, 1.0)
+    for x, y in _runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
+        k = np.searchsorted(air, [x, y + 1])
+        part = out[k[0]:k[1]]
+        t = np.arange(len(part))
+        out[k[0]:k[1]] = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
+    return out
 
 
 def _sole_probes(names):
@@ -1215,6 +1277,7 @@ class FootReport:
     snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
     held_mm: tuple = None  # (mean, max) distance of the held bones from their targets, when some were held
     reference_frames: list = field(default_factory=list)  # frames left out of the default range: not the take's
+    source_floor: float = None  # the height (world) the source's clearances are measured over: where its feet stood
 
     def to_dict(self):
         return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
@@ -1222,7 +1285,7 @@ class FootReport:
                 "contacts_from": self.contacts_from, "before": self.before, "after": self.after, "ok": self.ok,
                 "verdict": self.verdict, "frames_off_terrain": self.off_terrain, "seconds": self.seconds,
                 "warnings": self.warnings, "reference_frames": [int(f) for f in self.reference_frames],
-                "bake": self.bake}
+                "source_floor": self.source_floor, "bake": self.bake}
 
     def text(self):
         lines = [f"Full-Body IK foot placement of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]}, "
@@ -1239,6 +1302,9 @@ class FootReport:
                                ("skate_mm_per_frame", "skate mm/frame"),
                                ("frames_off_terrain", "frames with a sole point off the terrain")):
                 lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
+        if self.source_floor is not None:
+            lines.append(f"  measured: each contact point over the terrain under it (cast down), against its clearance "
+                         f"in the source over the floor its feet stood on (height {self.source_floor:.4f})")
         if self.off_terrain:
             lines.append(f"  frames where a foot has no terrain under any of its points (left as the source's): "
                          f"{len(self.off_terrain)} ({_ranges(self.off_terrain)})")
@@ -1411,6 +1477,7 @@ def foot_placement(scene, obj, options, progress=None):
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
                         time.perf_counter() - started, heights, plan_.warnings, snapshots,
                         (1e3 * float(held.mean()), 1e3 * float(held.max())) if held.size else None)
+    report.source_floor = float(plan_.floor)
     if outside:
         report.warnings.append(outside_warning(frames, (a0, a1), f"the action {source_action.name!r} spans",
                                                "foot placement"))

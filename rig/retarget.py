@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..solvers.rotations import exp_so3
 from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
 from .evaluation import evaluating_only
@@ -130,6 +131,9 @@ class _Skeleton:
         if part in FINGERS:
             after = finger_next_joint(self.obj.data.bones, self.h.bone(f"{side} hand"), bone)
             d = P[self.index[after]] - P[i] if after else None
+        elif part == "spine" and bone in self.h.spine[:-1]:  # toward the next bone up the spine (the chest last)
+            after = self.h.spine[self.h.spine.index(bone) + 1]
+            d = P[self.index[after]] - P[i]
         elif part == "hand":  # toward its fingers (a hand bone may have no length, CMU's, or point anywhere)
             fingers = self._finger_ends(bone)
             d = np.mean([P[k] for k in fingers], axis=0) - P[i] if fingers else None
@@ -356,6 +360,43 @@ def _alignments(S, T, pairs):
     return out
 
 
+def _long_feet(S, T, source_feet, target_feet, Rt_rest):
+    """{target foot bone: (its rest rotation (3, 3), heel-to-toe direction (3,), both world; ratio)} for the
+    character's feet that are longer for its legs than the source's (ratio: the target's foot length over leg
+    length, over the source's, above 1.05): their pitch is scaled down so that a heel rises, for the legs, as
+    the source's does (a big foot turned as far as a small one lifts the leg high and digs its toes in)."""
+    def length(obj, foot):
+        W = np.array(obj.matrix_world)
+        at = {p.name: (W @ np.append(p.rest, 1.0))[:3] for p in foot.points}
+        return at["toe"] - at["heel"]
+
+    src = {f.side: float(np.linalg.norm(length(S.obj, f))) / max(S.leg_length(), 1e-9) for f in source_feet}
+    out = {}
+    for f in target_feet:
+        d = length(T.obj, f)
+        ratio = float(np.linalg.norm(d)) / max(T.leg_length(), 1e-9) / max(src.get(f.side, np.inf), 1e-9)
+        if ratio > 1.05:
+            out[f.ankle] = (Rt_rest[T.index[f.ankle]], _unit(d), ratio)
+    return out
+
+
+def _foot_pitch_scaled(G, rest, forward, ratio):
+    """World rotations G (F, 3, 3) of a foot whose rest rotation is ``rest`` and rest heel-to-toe direction
+    ``forward`` (world), each turned about the horizontal across the foot so that the sine of its pitch (its
+    heel-to-toe direction's rise) is divided by ``ratio``."""
+    f = (G @ rest.T) @ forward  # (F, 3)
+    horizontal = f.copy()
+    horizontal[:, 2] = 0.0
+    n = np.linalg.norm(horizontal, axis=1)
+    ok = n > 1e-6
+    pitch = np.arcsin(np.clip(f[:, 2], -1.0, 1.0))
+    delta = np.arcsin(np.clip(f[:, 2] / ratio, -1.0, 1.0)) - pitch
+    axis = np.zeros_like(f)
+    axis[ok] = np.cross(horizontal[ok] / n[ok, None], np.array([0.0, 0.0, 1.0]))
+    Q = np.array([exp_so3(delta[i] * axis[i]) if ok[i] else np.eye(3) for i in range(len(G))])
+    return Q @ G
+
+
 def _continues(role):
     """The roles a bone continues, nearest first (a finger's last segment: its previous ones, then the hand)."""
     words = role.split()
@@ -521,6 +562,7 @@ def retarget(scene, source, target, options=None, progress=None):
     pname = ht.bone("pelvis")
     if target.data.bones[pname].use_connect:
         raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
+    pitched = _long_feet(S, T, motion.sampler.feet, humanoid_feet(target, ht), Rt_rest)
     # The target's bases, from the root down, every frame at once: X is a bone's pose with no basis of its own
     # (its parent's pose carried to it), B its basis turning it to the world rotation wanted.
     rest_t = T.rest
@@ -534,7 +576,10 @@ def retarget(scene, source, target, options=None, progress=None):
         if name in constant:
             j, C = constant[name]
             Xr = X[:, :3, :3] / np.linalg.norm(X[:, :3, :3], axis=1, keepdims=True)
-            B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ (Rs[:, j] @ C))  # armature space
+            G = Rs[:, j] @ C  # world
+            if name in pitched:
+                G = _foot_pitch_scaled(G, *pitched[name])
+            B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ G)  # armature space
         basis[name], X_of[name], pose[name] = B, X, X @ B
     # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
     detached = {f.ankle: f.shin for f in humanoid_feet(target, ht) if f.shin and f.ankle in keyed}
@@ -611,6 +656,11 @@ def retarget(scene, source, target, options=None, progress=None):
         report.warnings.append(f"left out of the range as not part of the take: {reference_why} "
                                "(--keep-reference-frames keeps them)")
     report.warnings += [rest_note] if rest_note else []
+    if pitched:
+        ratio = max(r for _, _, r in pitched.values())
+        report.warnings.append(f"the character's feet are {ratio:.1f} times as long for its legs as the source's: "
+                               "their pitch is scaled down so that its heels rise, for its legs, as the source's "
+                               "do")
     outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
     report.warnings += [outside] if outside else []
     if options.ik:

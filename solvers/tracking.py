@@ -92,6 +92,10 @@ class Tracker:
             local = self._solve(objectives, seed_q, self.time_limit, rng, restarts=False)
             if local.success:
                 return local
+            only = self._goals_only(objectives, local.q, self.time_limit, rng)  # (as a later frame: the
+            # preferences' pull can hold a goal just outside its tolerance, which no restart changes)
+            if only is not None and only.success:
+                return only
         budget = max(FIRST_FRAME_FACTOR * self.time_limit, FIRST_FRAME_MIN)
         full = self._solve(objectives, seed_q, budget, rng)
         if full.success or local is None or self.continuity == 0:

@@ -32,6 +32,13 @@ def _target(kind):
         return characters.build(bpy, "plain", rest="A", hands=False, fingers=False, feet_on_root=True)[0]
     if kind == "daz-cm":  # Daz names, centimetres, a thigh in two segments
         return characters.build(bpy, "daz", centimetres=True, twist=True)[0]
+    if kind == "specks":  # feet on the root, every bone a speck (only the heads are joints), scaled 100
+        obj = characters.build(bpy, "plain", rest="A", fingers=False, feet_on_root=True, specks=True,
+                               height=0.0175)[0]
+        obj.scale = (100.0, 100.0, 100.0)
+        return obj
+    if kind == "chibi":  # legs a third of its height, feet twice as long for its legs as an adult's
+        return characters.build(bpy, "vrm", proportions="chibi")[0]
     return scenes.import_quaternius(bpy)[0]
 
 
@@ -494,11 +501,13 @@ def test_a_standing_jump_in_place_keeps_its_feet_pinned_not_a_treadmill():
         assert a["skate_mm_per_frame"] < 0.7 * report.feet.before[side]["skate_mm_per_frame"], (side, a)
 
 
-@pytest.mark.parametrize("kind", ["robot", "daz-cm"])
+@pytest.mark.parametrize("kind", ["robot", "daz-cm", "specks", "chibi"])
 def test_characters_exported_by_other_tools_take_a_cmu_walk_with_its_limb_directions(kind):
-    """A robot with no hands whose feet hang from the root (names without separators, an A-pose), and Daz names in
-    centimetres with a thigh in two segments: mapped by structure, the clip's reference frame left out, every
-    frame's thighs, shins, upper arms and forearms pointing where the source's do, the contacts planted."""
+    """A robot with no hands whose feet hang from the root (names without separators, an A-pose), Daz names in
+    centimetres with a thigh in two segments, bones that are specks in an armature scaled 100 with its feet on the
+    root, and a chibi with big feet: mapped by structure, the clip's reference frame left out, every frame's
+    thighs, shins, upper arms and forearms pointing where the source's do, the contacts planted (from the first
+    frame), the root left where it is, the heels rising for the legs as the source's do."""
     scenes.fresh(bpy)
     source, first, last = scenes.import_cmu(bpy, "02_01")
     bpy.context.scene.frame_end = last = first + 80
@@ -519,6 +528,33 @@ def test_characters_exported_by_other_tools_take_a_cmu_walk_with_its_limb_direct
                 t_dir = _joint_direction(target, ht, f"{side} {role}")
                 angles.append(np.degrees(np.arccos(np.clip(s_dir @ t_dir, -1, 1))))
     assert np.mean(angles) < 10 and np.percentile(angles, 95) < 25, np.percentile(angles, [50, 95, 100])  # (the aims)
+    assert report.feet.bake["summary"]["solved_frames"] == len(report.frames), report.feet.bake["summary"]
+    if kind in ("robot", "specks"):  # the feet move on the root; the root does not
+        for f in report.frames[::7]:
+            bpy.context.scene.frame_set(f)
+            assert np.allclose(np.array(target.pose.bones["Root"].matrix_basis), np.eye(4), atol=1e-6), f
+    # Feet longer for their legs than CMU's (all four): the heels rise for the legs as the source's (the rotation
+    # copy alone gives the robot 0.79 on its left: the measure is the highest rise over the lowest, both feet)
+    lifts = [_heel_lift(obj, h, report.frames) for obj, h in ((source, hs), (target, ht))]
+    ratio = lifts[1] / lifts[0]
+    assert np.all((0.75 < ratio) & (ratio < 1.25)), lifts
+    assert any("feet are" in w and "pitch is scaled" in w for w in report.warnings), report.warnings
+
+
+def _heel_lift(obj, h, frames):
+    """(left, right) highest rise of each ankle over its lowest, over the legs' length (hip to knee to ankle)."""
+    out = []
+    for side in ("left", "right"):
+        heads = lambda: [np.array(obj.matrix_world @ obj.pose.bones[h.bone(f"{side} {r}")].head)  # noqa: E731
+                         for r in ("thigh", "shin", "foot")]
+        z, leg = [], []
+        for f in frames:
+            bpy.context.scene.frame_set(f)
+            hip, knee, ankle = heads()
+            z.append(ankle[2])
+            leg.append(np.linalg.norm(knee - hip) + np.linalg.norm(ankle - knee))
+        out.append((max(z) - min(z)) / np.median(leg))
+    return np.array(out)
 
 
 def _joint_direction(obj, h, role):

@@ -80,8 +80,10 @@ def _joints(height, proportions, rest):
 
 
 def build(bpy, convention="plain", rest="T", proportions="adult", height=1.75, centimetres=False, hands=True,
-          fingers=True, toes=True, feet_on_root=False, twist=False, name="Character"):
-    """An armature object in the scene (facing -Y, its left +X) and the roles a mapping must find."""
+          fingers=True, toes=True, feet_on_root=False, twist=False, specks=False, name="Character"):
+    """An armature object in the scene (facing -Y, its left +X) and the roles a mapping must find. ``specks``:
+    every bone a speck (a thousandth of the height) pointing where it did, as some glTF files' bones are: only the
+    heads are joints."""
     unit = 100.0 if centimetres else 1.0
     J, arm_dir = _joints(height * unit, proportions, rest)
     names = dict(NAMES.get(convention, NAMES["plain"]))
@@ -158,6 +160,11 @@ def build(bpy, convention="plain", rest="T", proportions="adult", height=1.75, c
             for n in (1, 2, 3):
                 d = m(arm_dir) * span * 0.3
                 prev = bone(nm("finger", side, f, str(n)), base + d * (n - 1), base + d * n, prev)
+    if specks:
+        for b in eb:
+            b.use_connect = False
+        for b in eb:
+            b.length = 1e-3 * height * unit
     bpy.ops.object.mode_set(mode="OBJECT")
     return obj, roles
 
