@@ -970,8 +970,7 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
     # the result's leg: hip height over its soles in rest
     rp = res["rest_points"]
     hip_rest = (rp["left hip"] + rp["right hip"]) / 2
-    leg_r = float(hip_rest[2] - res["ground"].height(hip_rest[None, :2])[0]) if res["ground"].tree is not None \
-        else float(hip_rest[2] - res["floor"])
+    leg_r = float(hip_rest[2] - res["floor"])  # (over its own rest soles: a terrain under the rest pose may be a step)
     scale = leg_r / leg_s
     out["scale"] = scale
     out["product_scale"] = report.get("scale")

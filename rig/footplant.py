@@ -183,7 +183,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
         else:
             beside = np.delete(standing[a:b + 1], k, axis=1).min(axis=1, initial=np.inf)  # where another stands
             level = low if int((np.isfinite(beside) & (low <= beside + h_on)).sum()) >= min_frames else np.inf
-        floor = own[c].min() if base else level
+        floor = level  # (each stance on its own level: a mocap sole is not at one height over its floor)
         ground[a:stop, c] = floor + own[c] - own[c].min()
         floors[a:b + 1, k] = floor
     height = np.where(np.isfinite(ground), z - ground, np.inf)  # no floor: a foot held in the air
@@ -354,6 +354,88 @@ class Motion:
     detected_feet: list = field(default_factory=list)  # feet whose contacts were detected (no channel keyed)
 
 
+def _contacts(pts, pelvis, sampler, channels, fps, travel):
+    """(contacts (F, P), the feet detected (no channel), floors (F, feet), stood (feet,), floor, leg, in place) of
+    sole points ``pts`` (F, P, 3, world): the contact channels where a foot has them (a user's edits, or a
+    previous run's), else detected; the floor where the feet stand (not where a long foot's swinging toe dips
+    through it); the hip height over it (the character's size)."""
+    F, P = pts.shape[:2]
+    floor = float(np.percentile(pts[..., 2], 1))
+    leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)
+    in_place = travel < 0.1 * leg
+    speed = np.zeros((F, P))
+    if F > 1:
+        v = np.gradient(pts, axis=0) * fps
+        # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
+        # vertical speed tells it touches.
+        speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
+    detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place)
+    for cols in sampler.cols:  # the sides of the ball touch when the ball does
+        names = [sampler.specs[j][1] for j in cols]
+        ball = cols[names.index("ball")]
+        for j in cols:
+            if sampler.specs[j][1] in ("ball_in", "ball_out"):
+                detected[:, j] = detected[:, ball]
+    contacts, detected_feet = detected, list(range(len(sampler.feet)))
+    if channels is not None:
+        keyed_feet = [k for k, cols in enumerate(sampler.cols) if channels[1][cols].any()]
+        for k in keyed_feet:
+            contacts[:, sampler.cols[k]] = channels[0][:, sampler.cols[k]]
+        detected_feet = [k for k in detected_feet if k not in keyed_feet]
+    if contacts.any():
+        floor = float(np.percentile(pts[..., 2][contacts], 5))
+    return contacts, detected_feet, floors, stood, floor, leg, in_place
+
+
+def _level_sides(sampler, pts, rotations, contacts):
+    """Re-reads the sides of each foot's ball (ball_in, ball_out: points across the foot, made from the rest pose)
+    as level across the foot while it stands (the mean over its contact frames of the horizontal across its
+    heel-to-ball line, in the ankle bone's frame), where that turns them by more than 5 degrees: a mocap foot
+    bone's twist about its length need not be the foot's (CMU's stand rolled some 20 degrees: their outer side
+    point 4 cm under the sole, the rest of the foot floating that much over the ground where it was planted).
+    Updates the sampler and the points ``pts`` (F, P, 3) in place; whether any changed."""
+    changed = False
+    up = np.array([0.0, 0.0, 1.0])
+    for k, cols in enumerate(sampler.cols):
+        names = [sampler.specs[j][1] for j in cols]
+        heel, ball = cols[names.index("heel")], cols[names.index("ball")]
+        sides = [j for j in cols if sampler.specs[j][1] in ("ball_in", "ball_out")]
+        standing = np.flatnonzero(contacts[:, cols].any(axis=1))
+        if len(sides) != 2 or len(standing) < 5 or sampler.specs[ball][2] != sampler.feet[k].ankle:
+            continue
+        forward = pts[standing, ball] - pts[standing, heel]
+        forward[:, 2] = 0.0
+        across = np.cross(forward, up)
+        n = np.linalg.norm(across, axis=1)
+        ok = n > 1e-9
+        if ok.sum() < 5:
+            continue
+        side = np.einsum("tji,tj->i", rotations[standing[ok], k], across[ok] / n[ok, None])  # sum of R^T across
+        if np.linalg.norm(side) < 1e-6:
+            continue
+        side /= np.linalg.norm(side)
+        for j in sides:  # (each side point: the ball's offset plus its own width along the level side)
+            width = sampler.offsets[j, :3] - sampler.offsets[ball, :3]
+            size = np.linalg.norm(width)
+            sign = np.sign(width @ side) or 1.0
+            if size < 1e-12 or sign * (width @ side) / size >= np.cos(np.radians(5.0)):
+                continue
+            new = sampler.offsets[ball, :3] + sign * size * side
+            scale = np.linalg.norm(pts[0, j] - pts[0, ball]) / size  # world length of one unit of the bone's
+            pts[:, j] = pts[:, ball] + scale * np.einsum("tij,j->ti", rotations[:, k], new - sampler.offsets[ball, :3])
+            sampler.offsets[j, :3] = new
+            spec = sampler.specs[j]
+            sampler.specs[j] = (spec[0], spec[1], spec[2], new)
+            changed = True
+    return changed
+
+
+def sole_sampler(scene, obj, feet, frames):
+    """The SoleSampler the foot placement uses for ``obj``'s motion over ``frames``: the ball's sides levelled as
+    its feet stand (_level_sides). What a test or a benchmark measures the soles with."""
+    return sample_motion(scene, obj, feet, frames).sampler
+
+
 def sample_motion(scene, obj, feet, frames, step=1):
     """The Motion of ``obj`` over ``frames``: contacts from its contact channels when it has them, else
     detected (the foot placement's detector; the retargeting uses it on its source)."""
@@ -375,31 +457,12 @@ def sample_motion(scene, obj, feet, frames, step=1):
             pelvis_rotation[i] = R / np.linalg.norm(R, axis=0, keepdims=True)
             ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
     fps = scene.render.fps / scene.render.fps_base / max(step, 1)
-    floor = float(np.percentile(pts[..., 2], 1))
-    leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)  # hip height: the character's size
-    speed = np.zeros((F, P))
     travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
-    in_place = travel < 0.1 * leg
-    if F > 1:
-        v = np.gradient(pts, axis=0) * fps
-        # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
-        # vertical speed tells it touches.
-        speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
-    detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place)
-    for cols in sampler.cols:  # the sides of the ball touch when the ball does
-        names = [sampler.specs[j][1] for j in cols]
-        ball = cols[names.index("ball")]
-        for j in cols:
-            if sampler.specs[j][1] in ("ball_in", "ball_out"):
-                detected[:, j] = detected[:, ball]
-    # The contact channels where a foot has them (a user's edits, or a previous run's), else detected.
     channels = read_contacts(obj, sampler, frames)
-    contacts, detected_feet = detected, list(range(len(feet)))
-    if channels is not None:
-        keyed_feet = [k for k, cols in enumerate(sampler.cols) if channels[1][cols].any()]
-        for k in keyed_feet:
-            contacts[:, sampler.cols[k]] = channels[0][:, sampler.cols[k]]
-        detected_feet = [k for k in detected_feet if k not in keyed_feet]
+    found = _contacts(pts, pelvis, sampler, channels, fps, travel)
+    if _level_sides(sampler, pts, rotations, found[0]):  # the ball's sides re-read level as the feet stand:
+        found = _contacts(pts, pelvis, sampler, channels, fps, travel)  # their contacts and floors again
+    contacts, detected_feet, floors, stood, floor, leg, in_place = found
     if not detected_feet:
         source = "the action's contact channels"
     elif len(detected_feet) == len(feet):
@@ -407,8 +470,6 @@ def sample_motion(scene, obj, feet, frames, step=1):
     else:
         source = (f"the action's contact channels (the {' and '.join(feet[k].side for k in detected_feet)} "
                   f"foot's detected: no channel)")
-    if contacts.any():  # the floor is where the feet stand, not where a long foot's swinging toe dips through it
-        floor = float(np.percentile(pts[..., 2][contacts], 5))
     # A treadmill: in place, and the feet slide under the body while they stand (a standing jump or an idle,
     # in place too, keeps its feet still: those are pinned as any).
     treadmill = False
@@ -433,7 +494,16 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     rise = np.zeros((F, P))
     for k, c in enumerate(sampler.cols):
         rise[:, c] = np.maximum(m.floors[:, k] - own[c].min(), 0.0)[:, None]
-    clearance = pts[..., 2] - floor - rise
+    # Each foot over its own floor (where its points stand, 5th percentile over its contacts) when that is within
+    # 5 % of the hip height of the other's: a mocap skeleton's two feet stand on one floor with their points a
+    # little apart (CMU's right sole 2 cm above its left); further apart, the feet stand on different ground.
+    base = np.full(P, floor)
+    for c in sampler.cols:
+        if contacts[:, c].any():
+            level = float(np.percentile(pts[:, c, 2][contacts[:, c]], 5))
+            if abs(level - floor) < 0.05 * leg:
+                base[c] = level
+    clearance = pts[..., 2] - base - rise
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
     height = np.full((F, P), np.nan)

@@ -178,24 +178,35 @@ class _Skeleton:
         return out
 
 
-def feet_travel(points, feet, standing_share=0.15):
+def feet_travel(points, feet, contacts=None, standing_share=0.15):
     """(F, 2) horizontal travel of a body whose standing feet do not slide, from its sole points (F, P, 3), world,
-    ``feet`` the point columns of each foot: each frame a foot's lowest sole point stands when it is within
-    ``standing_share`` of that foot's swing height over its lowest (the heel, then the ball as it rolls over); the
-    body moves against the standing points' slide (their mean), and keeps its last step's pace while no foot
-    stands (a run's flight)."""
+    ``feet`` the point columns of each foot: the body moves against the standing feet's slide, and keeps its last
+    step's pace while no foot stands (a run's flight). With ``contacts`` (F, P), a foot stands on a frame and the
+    one before when at least half its points touch on both, flat feet (all of them) preferred: a heel landing or
+    lifting moves against the belt; without, on its lowest sole point when that is within ``standing_share`` of
+    its swing height over its lowest."""
     F = len(points)
     out, pace = np.zeros((F, 2)), np.zeros(2)
-    low = []
+    standing = []  # per foot, (F, points): the points it may stand on
     for cols in feet:
+        if contacts is not None:
+            standing.append(np.asarray(contacts)[:, cols].astype(bool))
+            continue
         h = points[:, cols, 2]
         h = h - h.min()
-        low.append((np.argmin(h, axis=1), h.min(axis=1) <= standing_share * max(float(h.max()), 1e-9)))
+        on = np.zeros(h.shape, dtype=bool)
+        on[np.arange(F), np.argmin(h, axis=1)] = True
+        standing.append(on & (h.min(axis=1) <= standing_share * max(float(h.max()), 1e-9))[:, None])
     for t in range(1, F):
-        slides = [points[t, cols[k[t]], :2] - points[t - 1, cols[k[t]], :2]
-                  for cols, (k, down) in zip(feet, low) if down[t] and down[t - 1]]
-        if slides:
-            pace = -np.mean(slides, axis=0)
+        flat, half = [], []
+        for cols, on in zip(feet, standing):
+            both = on[t] & on[t - 1]
+            if both.sum() * 2 < len(cols) and (contacts is not None or not both.any()):
+                continue
+            c = np.array(cols)[both]
+            (flat if both.all() else half).append(np.median(points[t, c, :2] - points[t - 1, c, :2], axis=0))
+        if flat or half:
+            pace = -np.mean(flat or half, axis=0)
         out[t] = out[t - 1] + pace
     return out
 
@@ -600,7 +611,7 @@ def retarget(scene, source, target, options=None, progress=None):
     if options.root == "in_place":
         travel[:, :2] = 0.0
     elif options.root == "from_feet":  # an in-place clip (the hips on a treadmill) given the travel its feet imply
-        travel[:, :2] = feet_travel(motion.pts, motion.sampler.cols)
+        travel[:, :2] = feet_travel(motion.pts, motion.sampler.cols, motion.contacts)
     to_world = lambda p: p @ W_t[:3, :3].T + W_t[:3, 3]  # noqa: E731
     pelvis_now = to_world(pelvis_heads)
     lowest = to_world(ankles)[..., 2].min(axis=1)

@@ -134,9 +134,9 @@ def test_the_next_run_uses_the_contact_channels_and_keeps_the_feet_on_the_terrai
     height = scenes.slope(8.0, along=(0.0, -1.0)) if ground == "slope" else \
         scenes.stairs(0.15, 0.3, along=(0.0, -1.0), start=-1.05)  # most of the walk on the floor, then 2 steps
     obj, _ = walk_on(height)
-    from fullbody_ik.rig.footplant import SoleSampler
+    from fullbody_ik.rig.footplant import sole_sampler
 
-    sampler = SoleSampler(obj, find_feet(obj))
+    sampler = sole_sampler(bpy.context.scene, obj, find_feet(obj), list(range(FRAMES[0], FRAMES[1] + 1)))
 
     def heights():  # every sole point over the terrain under it, every third frame
         out = []
@@ -242,9 +242,9 @@ def test_stairs_feet_land_on_one_tread_and_toes_stay_above_the_steps():
         assert b["penetration_mm_max"] > 100  # the source walks through the steps
         assert a["penetration_mm_max"] < 1 and a["float_mm_max"] < 20, a
     # Swinging: every sole point at least as high over the step under it as the source over its floor, 1 cm slack.
-    from fullbody_ik.rig.footplant import SoleSampler
+    from fullbody_ik.rig.footplant import sole_sampler
 
-    sampler = SoleSampler(obj, find_feet(obj))
+    sampler = sole_sampler(bpy.context.scene, obj, find_feet(obj), list(range(FRAMES[0], FRAMES[1] + 1)))
     lowest = []
     for f in range(FRAMES[0], FRAMES[1] + 1, 2):
         bpy.context.scene.frame_set(f)
@@ -258,14 +258,14 @@ def test_on_bumpy_stairs_a_foot_across_an_edge_is_slid_onto_one_tread_too():
     the slide onto one tread looked for, so it gave up, and the left foot stood a whole stance across an edge (53
     foot-frames with sole points on two treads; verdict OK). An edge is now told from the bumps by how far the
     heights under the foot depart from a curve along it."""
-    from fullbody_ik.rig.footplant import SoleSampler
+    from fullbody_ik.rig.footplant import sole_sampler
 
     steps = scenes.stairs(0.15, 0.6, along=(0.0, -1.0), start=-1.35)
     height = lambda x, y: steps(x, y) + 0.04 * np.sin(3.0 * x) * np.cos(2.5 * y) + 0.03 * np.sin(5.0 * y)  # noqa
     obj, terrain = walk_on(height)
     report = foot_placement(bpy.context.scene, obj, FootOptions(FRAMES[0], FRAMES[1], ["ground"]))
     assert report.ok, report.text()
-    sampler = SoleSampler(obj, find_feet(obj))
+    sampler = sole_sampler(bpy.context.scene, obj, find_feet(obj), list(range(FRAMES[0], FRAMES[1] + 1)))
     across = []  # (frame, foot): a sole point within 15 mm of the ground, and the foot's points on two treads
     for f in range(FRAMES[0], FRAMES[1] + 1):
         bpy.context.scene.frame_set(f)
@@ -324,11 +324,11 @@ def test_no_part_of_a_sole_goes_through_a_box_on_the_floor():
     bpy.context.view_layer.update()
     report = foot_placement(bpy.context.scene, obj, FootOptions(2, 101, [ground.name, box.name]))
     assert report.ok, report.text()
-    from fullbody_ik.rig.footplant import SoleSampler, _sole_probes
+    from fullbody_ik.rig.footplant import _sole_probes, sole_sampler
     from fullbody_ik.rig.terrain import Terrain
 
     terrain = Terrain([ground, box], bpy.context.evaluated_depsgraph_get())
-    sampler = SoleSampler(obj, find_feet(obj))
+    sampler = sole_sampler(bpy.context.scene, obj, find_feet(obj), list(range(FRAMES[0], FRAMES[1] + 1)))
     lowest = np.inf
     for f in range(2, 102):
         bpy.context.scene.frame_set(f)
