@@ -713,7 +713,8 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     if not names:  # the target's floor: its soles' rest height, under the whole travel and around it
         W = np.array(target.matrix_world)
         z = min(float((W @ np.append(p.rest, 1.0))[2]) for f in tgt_feet for p in f.points)
-        margin = 3.0 * max(float(np.max(pelvis_world[:, 2])) - z, 1e-3)  # three hip heights, in any unit
+        heads = np.array([W @ np.append(np.array(b.head_local), 1.0) for b in target.data.bones])[:, 2]
+        margin = 3.0 * max(float(np.ptp(heads)), 1e-3)  # three of the character's heights, in any unit
         lo, hi = pelvis_world[:, :2].min(axis=0) - margin, pelvis_world[:, :2].max(axis=0) + margin
         mesh = bpy.data.meshes.new("fbik floor")
         mesh.from_pydata([(lo[0], lo[1], z), (hi[0], lo[1], z), (hi[0], hi[1], z), (lo[0], hi[1], z)], [],
