@@ -354,14 +354,15 @@ class Motion:
     detected_feet: list = field(default_factory=list)  # feet whose contacts were detected (no channel keyed)
 
 
-def _contacts(pts, pelvis, sampler, channels, fps, travel):
+def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
     """(contacts (F, P), the feet detected (no channel), floors (F, feet), stood (feet,), floor, leg, in place) of
     sole points ``pts`` (F, P, 3, world): the contact channels where a foot has them (a user's edits, or a
     previous run's), else detected; the floor where the feet stand (not where a long foot's swinging toe dips
-    through it); the hip height over it (the character's size)."""
+    through it); the hip height over it (the character's size: at least a third of its rest ``height``, for a
+    rig whose legs hang from a root on the floor)."""
     F, P = pts.shape[:2]
     floor = float(np.percentile(pts[..., 2], 1))
-    leg = max(float(np.median(pelvis[:, 2]) - floor), 1e-3)
+    leg = max(float(np.median(pelvis[:, 2]) - floor), height / 3.0, 1e-3)
     in_place = travel < 0.1 * leg
     speed = np.zeros((F, P))
     if F > 1:
@@ -459,9 +460,12 @@ def sample_motion(scene, obj, feet, frames, step=1):
     fps = scene.render.fps / scene.render.fps_base / max(step, 1)
     travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
     channels = read_contacts(obj, sampler, frames)
-    found = _contacts(pts, pelvis, sampler, channels, fps, travel)
+    W = np.array(obj.matrix_world)
+    heads = np.array([W @ np.append(np.array(b.head_local), 1.0) for b in obj.data.bones])
+    height = float(np.ptp(heads[:, 2])) if len(heads) else 0.0
+    found = _contacts(pts, pelvis, sampler, channels, fps, travel, height)
     if _level_sides(sampler, pts, rotations, found[0]):  # the ball's sides re-read level as the feet stand:
-        found = _contacts(pts, pelvis, sampler, channels, fps, travel)  # their contacts and floors again
+        found = _contacts(pts, pelvis, sampler, channels, fps, travel, height)  # their contacts and floors again
     contacts, detected_feet, floors, stood, floor, leg, in_place = found
     if not detected_feet:
         source = "the action's contact channels"

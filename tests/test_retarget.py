@@ -730,3 +730,24 @@ def test_fingers_are_mapped_finger_by_finger_and_held_at_rest_where_the_source_h
     bag = target.animation_data.action.layers[0].strips[0].channelbag(target.animation_data.action_slot)
     keyed = {fc.data_path.split('"')[1] for fc in bag.fcurves if fc.data_path.startswith("pose.bones")}
     assert ht.bone("left hand") in keyed and not any("Index" in n or "Thumb" in n for n in keyed), keyed
+
+
+def test_legs_hanging_from_a_root_on_the_floor_are_planted():
+    """A game rig whose legs and hips hang from a root bone standing on the floor, mapped with the root as its
+    pelvis: its size is read from its skeleton, not from that pelvis's height (which made it a millimetre tall:
+    the floor's raycasts started under the soles and missed, every foot off the terrain)."""
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target, roles = characters.build(bpy, "plain", fingers=False, feet_on_root=True, name="Game")
+    bpy.context.view_layer.objects.active = target
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = target.data.edit_bones
+    for name in (roles["left thigh"], roles["right thigh"]):
+        eb[name].use_connect = False
+        eb[name].parent = eb["Root"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    roles = dict(roles, pelvis="Root")
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 80, target_roles=roles))
+    assert report.ok, report.text()
+    for side, a in report.feet.after.items():
+        assert a["frames_off_terrain"] == 0 and a["contact_frames"] > 20 and a["float_mm_max"] < 5, (side, a)
