@@ -127,10 +127,11 @@ def finger_pairs(source_bones, source_hand, target_bones, target_hand, side):
     return out
 
 
-def finger_next_joint(bones, hand, bone):
-    """The bone whose head is where a finger segment ends (the next segment, or the finger's end leaf), or None
-    when the segment is a finger's last with no leaf after it (its tail may be an importer's guess)."""
-    for finger in hand_fingers(bones, hand).values():
+def finger_next_joint(fingers, bone):
+    """The bone whose head is where a finger segment ends (the next segment, or the finger's end leaf), among a
+    hand's ``fingers`` (hand_fingers), or None when the segment is a finger's last with no leaf after it (its tail
+    may be an importer's guess)."""
+    for finger in fingers.values():
         if bone in finger.segments:
             k = finger.segments.index(bone)
             return finger.segments[k + 1] if k + 1 < len(finger.segments) else finger.end

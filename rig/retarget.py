@@ -24,7 +24,7 @@ from .bake import outside_warning
 from .evaluation import evaluating_only
 from .footplant import _driven, _turn, sample_motion
 from .feet import find_feet
-from .fingers import FINGERS, finger_next_joint, finger_pairs
+from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers
 from .humanoid import SIDES, map_humanoid
 from .takes import reference_frames
 
@@ -76,6 +76,7 @@ class _Skeleton:
         self.rest = _matrices(obj.data.bones, "matrix_local", len(self.names))
         self.ref = self.rest  # armature space; the rest unless a standing frame replaces it
         self.ref_frame = None
+        self._fingers = {}  # hand -> its fingers (rig.fingers.hand_fingers)
 
     def posed(self):
         """(N, 4, 4) armature-space matrices of the pose bones now."""
@@ -114,10 +115,13 @@ class _Skeleton:
         return R, M[:, :3, 3]
 
     def rest_world(self):
-        """(rotations (N, 3, 3), heads (N, 3)) of the reference pose, world space, scale removed."""
-        W = np.array(self.obj.matrix_world)
-        M = W @ self.ref
-        return M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True), M[:, :3, 3]
+        """(rotations (N, 3, 3), heads (N, 3)) of the reference pose, world space, scale removed (read once per
+        reference pose)."""
+        if getattr(self, "_rest_of", None) is not self.ref:
+            M = np.array(self.obj.matrix_world) @ self.ref
+            self._rest_of = self.ref
+            self._rest = M[:, :3, :3] / np.linalg.norm(M[:, :3, :3], axis=1, keepdims=True), M[:, :3, 3]
+        return self._rest
 
     def joint_direction(self, role, bone):
         """A mapped bone's direction in the reference pose (world, unit) toward the next joint of its limb (the
@@ -129,7 +133,10 @@ class _Skeleton:
         words = role.split()
         side, part = (words[0], words[1]) if words[0] in SIDES else ("", words[0])
         if part in FINGERS:
-            after = finger_next_joint(self.obj.data.bones, self.h.bone(f"{side} hand"), bone)
+            hand = self.h.bone(f"{side} hand")
+            if hand not in self._fingers:  # (told once per hand, not once per segment)
+                self._fingers[hand] = hand_fingers(self.obj.data.bones, hand)
+            after = finger_next_joint(self._fingers[hand], bone)
             d = P[self.index[after]] - P[i] if after else None
         elif part == "spine" and bone in self.h.spine[:-1]:  # toward the next bone up the spine (the chest last)
             after = self.h.spine[self.h.spine.index(bone) + 1]
