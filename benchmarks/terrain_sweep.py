@@ -112,6 +112,7 @@ def run_pair(name, clip, kind, out):
         mapping = json.load(f)
     after = report.get("after") or {}
     row["report_float_mm"] = max((a.get("point_float_mm_max", 0.0) for a in after.values()), default=None)
+    row["report_clearance_p95_mm"] = max((a.get("clearance_diff_mm_p95", 0.0) for a in after.values()), default=None)
     row["report_penetration_mm"] = max((a.get("penetration_mm_max", 0.0) for a in after.values()), default=None)
     fr = report.get("frames") or [None, None]
     judge_report = {"source": mapping["armature"], "target": report.get("armature", mapping["armature"]),
@@ -135,15 +136,16 @@ def run_pair(name, clip, kind, out):
 
 
 def table(rows):
-    lines = ["| clip | terrain | exit | report: worst point over its place / penetration mm | judge: clearance "
-             "vs source p95 mm | judge |", "|---|---|---|---|---|---|"]
+    lines = ["| clip | terrain | exit | report: worst point over its place / penetration / clearance vs source p95 "
+             "mm | judge: clearance vs source p95 mm | judge |", "|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['clip']} | {r['terrain']} | {r.get('exit', '-')} | - | - | {r['error'][:160]} |")
             continue
         f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
         lines.append(f"| {r['clip']} | {r['terrain']} | {r['exit']} | {f(r['report_float_mm'])} / "
-                     f"{f(r['report_penetration_mm'])} | {f(r['judge_clearance_p95_mm'])} | "
+                     f"{f(r['report_penetration_mm'])} / {f(r.get('report_clearance_p95_mm'))} | "
+                     f"{f(r['judge_clearance_p95_mm'])} | "
                      f"{(r.get('judge_summary') or '')[:200]} |")
     return "\n".join(lines)
 
@@ -172,7 +174,8 @@ def main(argv=None):
         for i, row in enumerate(pool.map(lambda a: run_pair(*a, args.out), pairs)):
             rows.append(row)
             print(f"[{i + 1}/{len(pairs)}] {row['clip']} {row['terrain']}: "
-                  + (row.get("error") or f"exit {row['exit']}, report {row['report_float_mm']}, judge "
+                  + (row.get("error") or f"exit {row['exit']}, report {row['report_float_mm']:.1f} (clearance p95 "
+                     f"{row['report_clearance_p95_mm']:.1f}), judge "
                      f"{row['judge_clearance_p95_mm']}"), flush=True)
             with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
                 json.dump(rows, f, indent=1)

@@ -122,11 +122,13 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     hysteresis and a minimum duration. ``cols``: the points' columns per foot.
 
     The floor where a point rests is its own lowest height (mocap soles are not at one height), or on uneven
-    ground (a clip recorded on rocks or stairs) the low height (5th percentile) of the foot's lowest point over
-    a stance (a run of frames where a point of the foot is slow) that carries the body: another foot swings
-    meanwhile (the weight is on this one: a step up onto a rock or a box) and it lasts at least half as long
-    as the clip's stances do (not the feet slowing together at a jump's top), or it is no higher than where
-    another foot stands (both feet on the top tread); not a raised foot held still while the other stands.
+    ground (a clip recorded on rocks or stairs) the low height (5th percentile; the first quartile where that is
+    much higher: a toe poked through the floor as it leaves) of the foot's lowest point over a stance (a run of
+    frames where a point of the foot is slow) on the floor the feet walk on (_on_drifting_floor), or that
+    carries the body: another foot swings meanwhile (the weight is on this one: a step up onto a rock or a box)
+    and it lasts at least half as long as the clip's stances do (not the feet slowing together at a jump's top),
+    or it is no higher than where another foot stands (both feet on the top tread); not a raised foot held still
+    while the other stands.
     The speed threshold grows with the feet's swing speed (a fifth of the calmer foot's 90th percentile, up to
     30 % of the hip height per second): a clip at its own 120 Hz, where mocap jitter moves a standing foot,
     reads like one slowed to a 24 fps scene; a jittering foot does not raise it. In place, the speed given is
@@ -157,9 +159,11 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
                 merged.append((a, b))
         lowest = z[:, c].min(axis=1)
         for n, (a, b) in enumerate(merged):
-            low = float(np.percentile(lowest[a:b + 1], 5))
+            low, most = np.percentile(lowest[a:b + 1], [5, 25])
+            low = float(most if most - low > h_on else low)  # (a toe poked through the floor as it leaves: no level)
             stop = merged[n + 1][0] if n + 1 < len(merged) else F
             stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
+    stances = _on_drifting_floor(stances, h_on, int(round(2.0 * fps)))
     # Above its lowest floor, a stance holds the body when another foot swings meanwhile (the weight is on this
     # one), or when it is no higher than where another foot stands then (both feet on the top tread); not a
     # raised foot held still.
@@ -193,6 +197,29 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
         floors[:, k] = np.interp(t, t[known], floors[known, k]) if known.any() else own[c].min()
         floors[:, k] = np.minimum(floors[:, k], z[:, c].min(axis=1))  # never over the foot (a step down at the end)
     return detect_contacts(height, speed, h_on, v_on, min_frames, pts), floors, stood
+
+
+def _on_drifting_floor(stances, h_on, window):
+    """``stances`` (foot, first, last, stop, level, on the floor) with those on the floor the feet walk on: within
+    ``h_on`` of the clip's lowest floor, or of a stance on it near in time (overlapping it or within ``window``
+    frames, or each foot's nearest before or after it). A mocap floor drifts (CMU 131's soles stand 6 cm higher at the end of the take
+    than at its start): a stance is on the floor where its neighbours stand, not only where the take began. A
+    foot held raised while the other stands, or a step up onto a box, is further than that from its neighbours."""
+    on = [s[5] for s in stances]
+    changed = True
+    while changed:
+        changed = False
+        for i, (_, a, b, _, low, _) in enumerate(stances):
+            if on[i]:
+                continue
+            near = [j for j in range(len(stances)) if on[j] and max(stances[j][1] - b, a - stances[j][2]) <= window]
+            for foot in {s[0] for s in stances}:
+                floor = [j for j in range(len(stances)) if on[j] and stances[j][0] == foot]
+                near.append(max((j for j in floor if stances[j][2] < a), key=lambda j: stances[j][2], default=None))
+                near.append(min((j for j in floor if stances[j][1] > b), key=lambda j: stances[j][1], default=None))
+            if any(abs(low - stances[j][4]) < h_on for j in near if j is not None):
+                on[i] = changed = True
+    return [s[:5] + (o,) for s, o in zip(stances, on)]
 
 
 def _moving(values, window, fn):
@@ -1274,7 +1301,8 @@ def _in_rest_frame(obj, bone, other):
 
 def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
     """Per foot: penetration and float at contacts (mm; the foot's float and each point's over its place, both
-    relative to the source's clearance over its floor), sole-normal error (deg), skate (mm/frame), frames
+    relative to the source's clearance over its floor; the sole's lowest point's clearance against the source's,
+    95th percentile of the difference), sole-normal error (deg), skate (mm/frame), frames
     off the terrain, for sole points ``points`` (F, P, 3) and ankle rotations (F, feet, 3, 3), world (the
     source's, or the result's). The sole normal is the source's floor normal turned as the foot turned from
     the source (whatever the rig's rest pose calls flat), against the terrain's normal, on flat-foot frames.
@@ -1299,6 +1327,12 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         # which the terrain or the source's own sole is uneven has other points above theirs: point float).
         hover = np.min(np.where(c & np.isfinite(gap_rel), np.maximum(gap_rel, 0.0), np.inf), axis=1)
         hover[~np.isfinite(hover)] = np.nan
+        # The sole's clearance as an outside judge measures it: its lowest point over the terrain under it, against
+        # the source's lowest point over its floor (none under it: a mocap toe poking through its floor is no
+        # clearance to keep), on the frames the foot touches.
+        touch = c.any(axis=1) & np.isfinite(h[:, cols]).any(axis=1)
+        lowest = np.nanmin(np.where(np.isfinite(h[:, cols]), gap, np.inf), axis=1)
+        diff = np.abs(lowest - np.maximum(np.min(plan_.clearance[:, cols], axis=1), 0.0))[touch]
         sk = []
         for j in cols:
             for a, b in _runs(plan_.contacts[:, j]):
@@ -1323,6 +1357,7 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
             "penetration_mm_max": 1e3 * nanmax(pen), "penetration_mm_mean": 1e3 * nanmean(pen),
             "float_mm_max": 1e3 * nanmax(hover), "float_mm_mean": 1e3 * nanmean(hover),
             "point_float_mm_max": 1e3 * nanmax(flo), "point_float_mm_mean": 1e3 * nanmean(flo),
+            "clearance_diff_mm_p95": 1e3 * (float(np.percentile(diff, 95)) if diff.size else 0.0),
             "sole_normal_deg_max": nanmax(ang), "sole_normal_deg_mean": nanmean(ang),
             "skate_mm_per_frame": 1e3 * (float(skate.mean()) if skate.size else 0.0),
             "contact_frames": int(c.any(axis=1).sum()),
@@ -1372,6 +1407,7 @@ class FootReport:
             lines.append(f"  {side} foot ({a['contact_frames']} contact frames), before -> after:")
             for key, label in (("penetration_mm_max", "penetration max mm"), ("float_mm_max", "float max mm"),
                                ("point_float_mm_max", "a contact point over its place, max mm"),
+                               ("clearance_diff_mm_p95", "lowest sole point's clearance vs the source's, p95 mm"),
                                ("sole_normal_deg_max", "sole normal max deg"),
                                ("skate_mm_per_frame", "skate mm/frame"),
                                ("frames_off_terrain", "frames with a sole point off the terrain")):

@@ -512,6 +512,34 @@ def test_contacts_are_found_on_every_tread_of_stairs_whatever_the_frame_rate(rat
     assert held.sum() > rate // 2 and not contacts[held, 2:].any()
 
 
+def test_contacts_are_found_on_a_floor_that_drifts():
+    """A mocap floor drifts (CMU 131's soles stand 6 cm higher at the end of a take than at its start): a walk at
+    120 Hz on flat ground rising 8 % of the hip height over the take, a toe poked 8 cm through the floor as one
+    stance ends: every stance is found near its whole length, on the floor under it there (not the take's lowest,
+    nor the poke's); the right foot held 0.3 up a second while the left stands is still no contact."""
+    from fullbody_ik.rig.footplant import _runs, detect_sole_contacts
+
+    rate = 120
+    pts, _, stance, _, held = _stair_walk(rate, strides=6, rise=0.0, hold=True)
+    pts[..., 2] += np.linspace(0.0, 0.08, len(pts))[:, None]
+    runs = [[(a, b) for a, b in _runs(stance[:, k]) if b - a > rate // 4] for k in range(2)]
+    a, b = runs[0][2]
+    poke = slice(b - (b - a) // 10, b + 1)
+    pts[poke, 1, 2] -= 0.08
+    speed = np.linalg.norm(np.gradient(pts, axis=0), axis=-1) * rate
+    contacts, floors, _ = detect_sole_contacts(pts, speed, [[0, 1], [2, 3]], 1.0, rate, in_place=False)
+    for k in range(2):
+        toe = contacts[:, 2 * k + 1]
+        assert len(runs[k]) >= 6
+        for a, b in runs[k]:
+            assert toe[a:b + 1].mean() > 0.8, (k, a, b, toe[a:b + 1].astype(int))
+            stood_on = pts[:, 2 * k + 1, 2].copy()
+            stood_on[poke] = np.inf if k == 0 else stood_on[poke]
+            lowest = stood_on[a:b + 1].min()  # (where it stands, not the poke)
+            assert abs(floors[(a + b) // 2, k] - lowest) < 0.01, (k, a, b, floors[(a + b) // 2, k], lowest)
+    assert held.sum() > rate // 2 and not contacts[held, 2:].any()
+
+
 def test_a_foot_sliding_between_two_stances_is_two_contacts_not_one():
     """Flat ground, 60 fps: after a walk, the left foot slides 8 cm (0.6 hip heights a second, 2 % of it up)
     between two stances: two contacts with the slide between, not one pinned across it."""
