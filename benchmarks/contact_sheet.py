@@ -45,8 +45,16 @@ def _pick_armature(bpy, report, name=None):
 
 
 def _character_meshes(bpy, arm):
+    """The meshes the armature moves: skinned to it, or hanging from it (from a bone, or through empties: a rigid
+    robot's parts)."""
+    def carried(o):
+        while o.parent is not None:
+            if o.parent == arm:
+                return True
+            o = o.parent
+        return False
     return [o for o in bpy.data.objects if o.type == "MESH" and (
-        any(m.type == "ARMATURE" and m.object == arm for m in o.modifiers) or o.parent == arm)]
+        any(m.type == "ARMATURE" and m.object == arm for m in o.modifiers) or carried(o))]
 
 
 def _capsules(bpy, arm, color):

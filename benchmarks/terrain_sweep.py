@@ -17,7 +17,7 @@ Aims (issue: every CMU clip): contacts at the source's clearance within 3 mm at 
 worst contact float within 2 mm of the judge's worst clearance difference. Writes OUT/results.json and table.md.
 
     python -m fullbody_ik.benchmarks.terrain_sweep [--clips NAME,...] [--terrains stairs,slope,noise,dem]
-        [--corpus DIR] [--out DIR] [--jobs N]
+        [--corpus DIR] [--out DIR] [--jobs N] [--python .venv-5.2/bin/python]
 """
 
 import argparse
@@ -30,6 +30,8 @@ import sys
 import time
 
 import numpy as np
+
+from fullbody_ik.benchmarks.wild_sweep import product_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 TERRAINS = ("stairs", "slope", "noise", "dem")
@@ -82,21 +84,16 @@ def prepare(clip, kind, blend, mapping_json):
                    "mapping": [[role, bone, bone] for role, bone in h.roles.items()], "unit": unit}, f)
 
 
-def _python():
-    venv = os.path.join(REPO, ".venv", "bin", "python")
-    return venv if os.path.exists(venv) else sys.executable
-
-
 def run_pair(name, clip, kind, out):
     stem = os.path.join(out, f"{name}__{kind}")
     row = {"clip": name, "terrain": kind}
     env = dict(os.environ)
     started = time.perf_counter()
-    p = subprocess.run([_python(), "-m", "fullbody_ik.benchmarks.terrain_sweep", "--prepare", clip, kind,
+    p = subprocess.run([product_python(), "-m", "fullbody_ik.benchmarks.terrain_sweep", "--prepare", clip, kind,
                         stem + ".in.blend", stem + ".map.json"], capture_output=True, text=True, env=env)
     if p.returncode:
         return dict(row, error="prepare: " + p.stderr.strip()[-300:])
-    p = subprocess.run([_python(), "-m", "fullbody_ik", "footplant", stem + ".in.blend", "--terrain", "Terrain",
+    p = subprocess.run([product_python(), "-m", "fullbody_ik", "footplant", stem + ".in.blend", "--terrain", "Terrain",
                         "--output", stem + ".blend", "--json"], capture_output=True, text=True, env=env)
     row["exit"] = p.returncode
     row["seconds"] = time.perf_counter() - started
@@ -120,7 +117,7 @@ def run_pair(name, clip, kind, out):
                     "mapping": mapping["mapping"], "seconds": report.get("seconds"), "terrain": "Terrain"}
     with open(stem + ".report.json", "w", encoding="utf-8") as f:
         json.dump(judge_report, f)
-    p = subprocess.run([_python(), "-m", "fullbody_ik.benchmarks.retarget_judge", "--source", clip, "--result",
+    p = subprocess.run([product_python(), "-m", "fullbody_ik.benchmarks.retarget_judge", "--source", clip, "--result",
                         stem + ".blend", "--report", stem + ".report.json", "--terrain", "Terrain", "--clip-rate",
                         "clip", "--out", stem + ".judge.json"], capture_output=True, text=True, env=env)
     if p.returncode or not os.path.exists(stem + ".judge.json"):
@@ -162,7 +159,11 @@ def main(argv=None):
     ap.add_argument("--corpus", default=os.environ.get("FULLBODY_IK_CORPUS", "/work/corpus"))
     ap.add_argument("--out", default=os.path.join("out", "terrain_sweep"))
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--python", help="the Python whose bpy runs the product and the judge (default the repo's "
+                    ".venv: bpy 5.0; .venv-5.2/bin/python for Blender 5.2)")
     args = ap.parse_args(argv)
+    if args.python:
+        os.environ["FULLBODY_IK_PYTHON"] = os.path.abspath(args.python)
     found = clips(args.corpus)
     if args.clips:
         found = {k: v for k, v in found.items() if any(c in k for c in args.clips.split(","))}

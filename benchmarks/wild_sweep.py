@@ -38,10 +38,12 @@ PASS_KEYS = {"target_object": "--target-object", "source_object": "--source-obje
              "target_map": "--target-map"}
 
 
-def _python():
+def product_python():
+    """The interpreter the product runs in: $FULLBODY_IK_PYTHON (a sweep's --python: another Blender's bpy), else
+    the repo's .venv, else this one."""
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     venv = os.path.join(here, ".venv", "bin", "python")
-    return venv if os.path.exists(venv) else sys.executable
+    return os.environ.get("FULLBODY_IK_PYTHON") or (venv if os.path.exists(venv) else sys.executable)
 
 
 def _slug(text):
@@ -173,7 +175,7 @@ def _json_of(stdout):
 
 
 def run_pair(char, clip, out_dir, timeout, resume=False, sheet=True, rejudge=False):
-    py = _python()
+    py = product_python()
     name = f"{clip['slug']}__{char['slug']}"
     base = os.path.join(out_dir, name)
     row = {"pair": name, "character": char["name"], "character_path": char["path"], "clip": clip["name"],
@@ -317,7 +319,11 @@ def main(argv=None):
                     "render their sheets) again")
     ap.add_argument("--no-sheets", action="store_true", help="no contact sheets")
     ap.add_argument("--list", action="store_true", help="list the pairs and stop")
+    ap.add_argument("--python", help="the Python whose bpy runs the product (default the repo's .venv: bpy 5.0; "
+                    ".venv-5.2/bin/python for Blender 5.2)")
     args = ap.parse_args(argv)
+    if args.python:
+        os.environ["FULLBODY_IK_PYTHON"] = os.path.abspath(args.python)
     chars, clips, problems = discover(args.characters, args.clips, args.corpus)
     pairs = [(c, m) for m in clips for c in chars]
     if args.limit:
