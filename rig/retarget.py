@@ -574,10 +574,14 @@ def retarget(scene, source, target, options=None, progress=None):
     target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)
     keyed = {tb for _, _, tb in pairs}
     keyed |= {p.name for tb in list(keyed) for p in target.data.bones[tb].parent_recursive}
-    order = sorted(keyed, key=lambda n: len(target.data.bones[n].parent_recursive))
+    pname = ht.bone("pelvis")
+    order = sorted(keyed, key=lambda n: (len(target.data.bones[n].parent_recursive), n != pname))
     Rw_t = W_t[:3, :3] / np.linalg.norm(W_t[:3, :3], axis=0, keepdims=True)
     W_t_inv = np.linalg.inv(W_t)
-    pname = ht.bone("pelvis")
+    # Thighs hanging from a root beside the pelvis (a game rig's legs on a root on the floor): their heads go where
+    # the pelvis carries them.
+    beside = {tb for tb in (ht.bone(f"{s} thigh") for s in SIDES)
+              if target.data.bones[pname] not in target.data.bones[tb].parent_recursive}
     if target.data.bones[pname].use_connect:
         raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
     pitched = _long_feet(S, T, motion.sampler.feet, humanoid_feet(target, ht), Rt_rest)
@@ -599,6 +603,10 @@ def retarget(scene, source, target, options=None, progress=None):
                 G = _foot_pitch_scaled(G, *pitched[name])
             B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ G)  # armature space
         basis[name], X_of[name], pose[name] = B, X, X @ B
+        if name in beside:
+            head = np.linalg.inv(rest_t[T.index[pname]]) @ np.append(rest_t[k][:3, 3], 1.0)  # in the pelvis's rest
+            pose[name] = pose[name].copy()
+            pose[name][:, :3, 3] = (pose[pname] @ head)[:, :3]
     # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
     detached = {f.ankle: f.shin for f in humanoid_feet(target, ht) if f.shin and f.ankle in keyed}
     t_feet = [ht.bone(f"{s} foot") for s in SIDES]
@@ -627,8 +635,9 @@ def retarget(scene, source, target, options=None, progress=None):
     pelvis_world[:, 2] += target_floor + scale * over - lowest
     shift = (pelvis_world - pelvis_now) @ W_t_inv[:3, :3].T  # armature space: moves the pelvis and below
     locations = {}
-    for name in [pname, *detached]:
-        want = (pelvis_heads if name == pname else ankles[:, t_feet.index(name)]) + shift
+    for name in [pname, *detached, *beside]:
+        want = (pose[name][:, :3, 3] if name in beside else pelvis_heads if name == pname else
+                ankles[:, t_feet.index(name)]) + shift
         X = X_of[name]
         locations[name] = np.linalg.solve(X[:, :3, :3], (want - X[:, :3, 3])[..., None])[..., 0]
     # Keys into a new action of the target (its old one kept).

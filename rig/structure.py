@@ -94,13 +94,17 @@ class _Skeleton:
             if p >= 0:
                 is_leaf[p] = False
         size = [0] * len(self.bones)
-        for f in range(len(self.bones)):
+        drop, reach = np.zeros(len(self.bones)), np.zeros(len(self.bones))  # how far each bone's subtree goes
+        for f in range(len(self.bones)):  # down and along the ground from its head
             b = f
             while b >= 0:
                 size[b] += 1
+                drop[b] = max(drop[b], self.head[b, 2] - self.head[f, 2])
+                reach[b] = max(reach[b], float(np.linalg.norm(self.head[f, :2] - self.head[b, :2])))
                 b = self.parent[b]
         for f, p in enumerate(self.parent):
-            low = self.head[f, 2] - self.floor < 0.2 * self.height and size[f] <= 6  # (a foot and its toes)
+            low = self.head[f, 2] - self.floor < 0.2 * self.height and size[f] <= 6 and \
+                (drop[f] < 0.1 * self.height or drop[f] < reach[f])  # (a foot and its toes, not a whole leg)
             rootish = p < 0 or self.parent[p] < 0 or NOT_LIMB.search(self.name(p))
             if not (low and rootish) or NOT_LIMB.search(self.name(f)):
                 continue
@@ -173,7 +177,26 @@ def _pelvis(sk):
         legs.sort(key=lambda c: -(sk.high[c] - sk.low[c]))  # the longest spans: legs, not feet hanging from it
         if best is None or sk.depth(i) > sk.depth(best[0]):
             best = (i, legs[:2])
-    return best
+    return best or _pelvis_beside_legs(sk)
+
+
+def _pelvis_beside_legs(sk):
+    """(pelvis, [two leg subtree roots]) of a rig whose legs hang from a root on the floor beside its hips (a game
+    rig's, Quaternius' platformer characters'): that root's child carrying the body up from about the legs' tops.
+    None when there is none."""
+    for i in range(len(sk.bones)):
+        kids = [c for c in sk.children[i] if not FACE.search(sk.name(c))]
+        legs = [c for c in kids if sk.low[c] - sk.floor <= 0.1 * sk.height and sk.head[c, 2] - sk.floor >= 0.08 *
+                sk.height and sk.high[c] - sk.low[c] >= 0.5 * (sk.head[c, 2] - sk.floor)]
+        if len(legs) < 2:
+            continue
+        legs = sorted(legs, key=lambda c: -(sk.high[c] - sk.low[c]))[:2]
+        top = float(np.mean(sk.head[legs, 2])) - sk.floor  # the legs' tops over the floor
+        body = [c for c in kids if c not in legs and sk.high[c] - sk.floor > 1.5 * top
+                and abs(sk.head[c, 2] - sk.floor - top) < 0.5 * top]
+        if body:
+            return max(body, key=lambda c: len(sk.below[c])), legs
+    return None
 
 
 def _main_path(sk, start, key):

@@ -732,10 +732,9 @@ def test_fingers_are_mapped_finger_by_finger_and_held_at_rest_where_the_source_h
     assert ht.bone("left hand") in keyed and not any("Index" in n or "Thumb" in n for n in keyed), keyed
 
 
-def test_legs_hanging_from_a_root_on_the_floor_are_planted():
-    """A game rig whose legs and hips hang from a root bone standing on the floor, mapped with the root as its
-    pelvis: its size is read from its skeleton, not from that pelvis's height (which made it a millimetre tall:
-    the floor's raycasts started under the soles and missed, every foot off the terrain)."""
+def _legs_on_root():
+    """CMU's walk and a game rig whose hips, legs and feet hang from a root bone on the floor: (source, its first
+    frame, the rig, its roles)."""
     scenes.fresh(bpy)
     source, first, _ = scenes.import_cmu(bpy, "02_01")
     target, roles = characters.build(bpy, "plain", fingers=False, feet_on_root=True, name="Game")
@@ -746,6 +745,44 @@ def test_legs_hanging_from_a_root_on_the_floor_are_planted():
         eb[name].use_connect = False
         eb[name].parent = eb["Root"]
     bpy.ops.object.mode_set(mode="OBJECT")
+    return source, first, target, roles
+
+
+def test_legs_hanging_from_a_root_beside_the_hips_walk_with_the_hips():
+    """A game rig whose hips and legs hang side by side from a root bone on the floor (Quaternius' platformer
+    characters): mapped by its structure (the hips its pelvis, not the root), the thighs' heads follow the hips
+    on every frame (keyed where the hips carry them), the limbs point as the source's, the feet planted, the walk
+    carried by the hips, not the root."""
+    source, first, target, roles = _legs_on_root()
+    ht = map_humanoid(target)
+    assert ht.bone("pelvis") == roles["pelvis"] and ht.bone("left thigh") == roles["left thigh"]
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 80))
+    assert report.ok, report.text()
+    hs = map_humanoid(source)
+    pelvis = target.data.bones[roles["pelvis"]]
+    angles = []
+    for f in report.frames[::4]:
+        bpy.context.scene.frame_set(f)
+        assert target.pose.bones["Root"].location.length < 0.05, f  # (the walk is the hips': the foot placement's
+        # body adjustment moves the root both hang from)
+        for side in ("left", "right"):
+            thigh = target.data.bones[roles[f"{side} thigh"]]
+            carried = target.pose.bones[pelvis.name].matrix @ (pelvis.matrix_local.inverted() @ thigh.head_local)
+            assert (carried - target.pose.bones[thigh.name].head).length < 1e-3, (f, side)
+            for role in ("thigh", "shin", "upper_arm", "forearm"):
+                s_dir = _joint_direction(source, hs, f"{side} {role}")
+                t_dir = _joint_direction(target, ht, f"{side} {role}")
+                angles.append(np.degrees(np.arccos(np.clip(s_dir @ t_dir, -1, 1))))
+    assert np.mean(angles) < 10 and np.percentile(angles, 95) < 25, np.percentile(angles, [50, 95, 100])
+    for side, a in report.feet.after.items():
+        assert a["contact_frames"] > 20 and a["float_mm_max"] < 5, (side, a)
+
+
+def test_legs_hanging_from_a_root_on_the_floor_are_planted():
+    """A game rig whose legs and hips hang from a root bone standing on the floor, mapped with the root as its
+    pelvis: its size is read from its skeleton, not from that pelvis's height (which made it a millimetre tall:
+    the floor's raycasts started under the soles and missed, every foot off the terrain)."""
+    source, first, target, roles = _legs_on_root()
     roles = dict(roles, pelvis="Root")
     report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 80, target_roles=roles))
     assert report.ok, report.text()
