@@ -23,7 +23,8 @@ from .armature import (
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
 from .evaluation import evaluating_only
-from .goals import ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, settings_tracker, settings_tree, world_scale
+from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, settings_tracker, settings_tree,
+                    stay_near, stay_weights, world_scale)
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -430,6 +431,7 @@ class ArmatureGoals:
         self.obj = obj
         self.tree, self.mapping = settings_tree(obj)
         self._objectives = GoalObjectives(obj, self.tree, self.mapping)
+        self._stay = stay_weights(obj, self.mapping, goal_bones(obj))
         places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
@@ -447,7 +449,8 @@ class ArmatureGoals:
 
     def objectives(self, frame, q_anim, seed):
         try:
-            return self._objectives(seed)
+            # (what the goals do not need stays at the action's pose, the bones nearest the goals moving first)
+            return self._objectives(seed) + ([] if q_anim is None else stay_near(self.tree, self._stay, q_anim))
         except RigError as e:
             raise RigError(f"frame {frame}: {e}") from None
 

@@ -330,6 +330,35 @@ def goal_bones(obj):
     return names or None
 
 
+# The pull of the action's own pose on a bone, by how far up the chain from its nearest goal's bone it is: the
+# goal's own bone the least, each bone above it four times more, at most STAY_MOST; bones no goal's chain holds
+# the most. The smallest change that meets the goals wins: an arm reaching moves the arm, not the body.
+STAY_LEAST, STAY_RATIO, STAY_MOST = 1e-4, 4.0, 0.1
+
+
+def stay_weights(obj, mapping, bones):
+    """{weight: [q indices]}: the action-pose preference's weight for each solved bone's variables (stay_near),
+    from how many bones up the chain it is from the nearest of the goal bones ``bones``."""
+    bones = set(bones or ())
+    out = {}
+    for name in mapping.bones:
+        level, b = None, None
+        for goal in bones:
+            b, steps = obj.data.bones.get(goal), 0
+            while b is not None and b.name != name:
+                b, steps = b.parent, steps + 1
+            if b is not None:
+                level = steps if level is None else min(level, steps)
+        w = STAY_MOST if level is None else min(STAY_LEAST * STAY_RATIO ** level, STAY_MOST)
+        out.setdefault(w, []).extend(int(i) for i in mapping.variables[name])
+    return out
+
+
+def stay_near(tree, weights, q_anim):
+    """Preferences (no tolerance) to stay at the action's pose ``q_anim``, one per weight of ``stay_weights``."""
+    return [Displacement(q_anim, weight=w, joints=[tree.joint_names[i] for i in idx]) for w, idx in weights.items()]
+
+
 def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True, free_bones=(),
                 fixed_bones=()):
     """build_tree, rebuilt only when the structure changed: rest pose, hierarchy, IK settings, the constraints
