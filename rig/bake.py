@@ -107,6 +107,8 @@ class BakeReport:
     solved_errors: np.ndarray = None  # (frames, goals) as the solver left them
     hints: list = field(default_factory=list)  # why goals were missed, where it can be told (reach_hints)
     notes: list = field(default_factory=list)  # what else the user should know (frames past the animation)
+    turns: list = field(default_factory=list)  # [bone, degrees, frame]: each solved bone's largest turn from the
+    # action's pose (in the armature's space), largest first
 
     def shown_difference(self):
         """(largest length, largest angle) by which the pose Blender shows differs from the solved one."""
@@ -177,6 +179,7 @@ class BakeReport:
             "action": self.action, "backup_action": self.backup_action, "bones": self.bones, "keys": self.keys,
             "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
             "warnings": self.warnings, "notes": self.notes, "hints": self.hints, "ok": self.ok,
+            "largest_turns": [{"bone": b, "deg": round(d, 3), "frame": f} for b, d, f in self.turns],
             "verdict": self.verdict(),
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
@@ -212,6 +215,9 @@ class BakeReport:
                             f"max {s['max_error_mm']:.3f} mm")
         if s["max_error_deg"] is not None:
             lines.insert(6, f"  angular error: max {s['max_error_deg']:.3f} deg")
+        if self.turns:
+            lines.append("  largest turns from the action: " + ", ".join(
+                f"{b} {d:.1f} deg (frame {f})" for b, d, f in self.turns[:5]))
         lines += [f"  note: {n}" for n in self.notes]
         for i, (g, u) in enumerate(zip(self.goals, self.units)):
             e = self.errors[:, i] * (1e3 if u == "m" else 180 / np.pi)
@@ -801,6 +807,7 @@ class Baker:
                             self.options.max_error, self.options.angle_threshold(),
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
         report.notes = [n for n in (self.outside, self.between) if n]
+        report.turns = self._turns()
         short = np.array(self.short, dtype=bool).reshape(report.errors.shape)
         if report.missed().any() or short.any():  # (why, also for goals short of their own tolerance only)
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
@@ -813,6 +820,26 @@ class Baker:
                                         missed.any(axis=1) & ~np.array(self.success, dtype=bool), self.goal_index)
         keep_report(action, report)
         return report
+
+    def _turns(self):
+        """[bone, degrees, frame] of each solved bone's largest turn, in the armature's space, from the action's
+        pose at that frame to the solved one, largest first."""
+        if not self.Q:
+            return []
+        tree, mapping = self.tree, self.mapping
+        animated = poses_from_basis(tree, mapping, np.array(self.bases[:len(self.Q)]))
+        worst = np.zeros(len(mapping.bones))
+        at = np.zeros(len(mapping.bones), dtype=int)
+        for k, q in enumerate(self.Q):
+            tree.set_origins(mapping.links, frame_origins(mapping, self.bases[k]))
+            R = tree.fk_batch(np.stack([q, animated[k]]))[:, mapping.links, :3, :3]
+            R = R / np.linalg.norm(R, axis=2, keepdims=True)  # (without a stretching bone's scale)
+            cos = (np.einsum("bij,bij->b", R[0], R[1]) - 1.0) / 2.0
+            angle = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+            more = angle > worst
+            worst[more], at[more] = angle[more], k
+        order = np.argsort(-worst)
+        return [[mapping.bones[i], float(worst[i]), int(self.frames[at[i]])] for i in order]
 
     def _anchors(self, k):
         """Where frame k's tree had its chains start (chain_roots) and its joint offsets' lengths (keyed bones move,

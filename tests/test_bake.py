@@ -907,6 +907,10 @@ def test_a_hand_goal_the_arm_can_reach_moves_the_arm_not_the_body():
                     angle = math.degrees(min(turn.angle, 2 * math.pi - turn.angle))  # (either sign of it)
                     worst[pb.name] = max(worst.get(pb.name, 0.0), angle)
         assert max(worst.values()) < 10.0, sorted(worst.items(), key=lambda x: -x[1])[:5]
+        turns = {b: d for b, d, _ in report.turns}  # (the report's largest turns from the action, per bone)
+        assert turns["Hips"] < 10.0 and max(d for b, d in turns.items() if b in arm) > 20.0, report.turns
+        assert abs(turns["Spine1"] - worst["Spine1"]) < 0.5, (turns["Spine1"], worst["Spine1"])
+        assert "largest turns from the action: " + report.turns[0][0] in report.text()
     finally:
         fullbody_ik.unregister()
 
