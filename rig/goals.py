@@ -416,7 +416,10 @@ def solve_pose(obj):
     tree, mapping = settings_tree(obj)
     q0 = read_pose(obj, tree, mapping)
     objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q0)
-    result = settings_tracker(obj, tree).step(objectives, q0)
+    # (what the goals do not need stays as posed, the bones nearest the goals moving first)
+    stay = stay_near(tree, stay_weights(obj, mapping, goal_bones(obj)), q0)
+    result = settings_tracker(obj, tree).step(list(objectives) + stay, q0)
+    result.errors = result.errors[:len(objectives)]
     write_pose(obj, tree, mapping, result.q)
     # Judged again on the pose Blender shows (what the solve does not model: constraints, pose scale).
     import bpy
