@@ -38,6 +38,9 @@ class FBIK_Goal(bpy.types.PropertyGroup):
     point: FloatVectorProperty(name="Point", size=3, subtype="TRANSLATION",
                                description="Fixed goal position (world space) when there is no target")
     use_tail: BoolProperty(name="Tail", default=True, description="Use the bone's tail, not its head")
+    chain_length: IntProperty(name="Chain Length", default=0, min=0, soft_max=20,
+                              description="How many bones the goal may move, from its own bone up its chain (0: up "
+                                          "to the root), as Blender's IK constraint's Chain Length")
     weight: FloatProperty(name="Weight", default=1.0, min=0.0, soft_max=10.0)
     priority: IntProperty(name="Priority", default=0, description="Higher first (prioritized solver)")
     enabled: BoolProperty(name="Enabled", default=True)

@@ -80,6 +80,7 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
                     box.prop(goal, "point")
                 if goal.kind in {"POSITION", "POSE", "DISTANCE"}:
                     box.prop(goal, "use_tail")
+                box.prop(goal, "chain_length")
             if goal.kind == "LOOK_AT":
                 box.prop(goal, "look_at_axis")
             if goal.kind == "DISTANCE":

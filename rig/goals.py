@@ -382,9 +382,24 @@ BUILDS = [0]  # trees built by cached_tree since the start (tests check that fra
 
 
 def settings_tree(obj):
-    """The cached tree for the armature's own settings and goals."""
+    """The cached tree for the armature's own settings and goals (bones above every goal's Chain Length kept)."""
     s = obj.fullbody_ik.settings
-    return cached_tree(obj, s.free_root, s.use_limit_rotation, goal_bones(obj), s.use_stretch)
+    fixed = chain_fixed(obj)
+    free_root = s.free_root and not any(obj.data.bones[name].parent is None for name in fixed)
+    return cached_tree(obj, free_root, s.use_limit_rotation, goal_bones(obj), s.use_stretch, fixed_bones=fixed)
+
+
+def chain_fixed(obj):
+    """The bones no enabled goal may move: above each goal's Chain Length (none up a chain of length 0)."""
+    above, may = set(), set()
+    for g in obj.fullbody_ik.goals:
+        if not g.enabled or g.kind == "DISPLACEMENT" or g.bone not in obj.data.bones:
+            continue
+        b, n = obj.data.bones[g.bone], 0
+        while b is not None:
+            (may if g.chain_length == 0 or n < g.chain_length else above).add(b.name)
+            b, n = b.parent, n + 1
+    return frozenset(above - may)
 
 
 def solver_options(settings):

@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 import fullbody_ik  # noqa: E402
-from mathutils import Vector  # noqa: E402
+from mathutils import Matrix, Vector  # noqa: E402
 from fullbody_ik.rig import RigError  # noqa: E402
 from fullbody_ik.rig.bake import (REPORT_PROPERTY, REPORT_TEXT, BakeOptions, Baker, frame_ranges,  # noqa: E402
                                   simplify)
@@ -922,6 +922,41 @@ def test_a_hand_goal_the_arm_can_reach_moves_the_arm_not_the_body():
             if pb.name not in arm:
                 turn = (obj.matrix_world @ pb.matrix).to_quaternion().rotation_difference(clip[f][pb.name])
                 assert math.degrees(min(turn.angle, 2 * math.pi - turn.angle)) < 10.0, pb.name
+    finally:
+        fullbody_ik.unregister()
+
+
+def test_a_goal_moves_only_the_bones_of_its_chain_length():
+    """Chain Length as Blender's IK constraint's: a hand goal 25 cm over a CMU frame's hand with a chain of four
+    bones (hand to shoulder) is met by those four alone, every other bone keeping its pose exactly; with a chain of
+    one (the hand alone) it cannot be met and nothing above the hand turns; Bake honours it too."""
+    from fullbody_ik.rig.goals import solve_pose
+    from fullbody_ik.tools import scenes
+
+    scenes.fresh(bpy)
+    try:
+        obj, first, _ = scenes.import_cmu(bpy, "02_03")
+        sc = bpy.context.scene
+        sc.frame_set(first + 20)
+        target = bpy.data.objects.new("Target", None)
+        sc.collection.objects.link(target)
+        target.location = obj.matrix_world @ obj.pose.bones["RightHand"].tail + Vector((0.0, 0.0, 0.25))
+        g = obj.fullbody_ik.goals.add()
+        g.kind, g.bone, g.target = "POSITION", "RightHand", target
+        chain = ["RightHand", "RightForeArm", "RightArm", "RightShoulder"]
+        before = {pb.name: np.array(pb.matrix_basis) for pb in obj.pose.bones}
+        for length, met in ((4, True), (1, False)):
+            g.chain_length = length
+            for pb in obj.pose.bones:
+                pb.matrix_basis = Matrix(before[pb.name].tolist())
+            bpy.context.view_layer.update()
+            result = solve_pose(obj)
+            assert bool(result.shown_success) == met, (length, result.shown_errors)
+            moved = {pb.name for pb in obj.pose.bones if np.abs(np.array(pb.matrix_basis) - before[pb.name]).max() > 1e-6}
+            assert moved and moved <= set(chain[:length]), (length, moved)
+        obj.fullbody_ik.settings.time_limit = 0.01
+        report = Baker(sc, obj, BakeOptions(first, first + 10)).run()
+        assert set(report.bones) <= {"RightHand"}, report.bones
     finally:
         fullbody_ik.unregister()
 
