@@ -56,7 +56,13 @@ def _frames_options(p):
 
 def _bake_options(p, command="bake"):
     if command == "bake":
-        p.add_argument("--armature", help="armature object to bake (default: the only one with enabled goals)")
+        p.add_argument("--armature", help="armature object to bake (default: the only one with enabled goals; "
+                                          "with --goal or --goals, the only armature)")
+        p.add_argument("--goal", action="append", default=[], metavar="BONE:KIND:TARGET[:SUBTARGET][:key=value]",
+                       help="a goal to add before baking (repeatable), e.g. RightHand:position:Target:chain=4 "
+                            "(docs/goals.md)")
+        p.add_argument("--goals", metavar="GOALS.json", help="goals to add before baking, from a JSON file "
+                                                             "(docs/goals.md)")
     else:
         p.add_argument("--armature", help="the animated armature (default: the only armature in the file)")
         p.add_argument("--terrain", required=True, metavar="OBJ[,OBJ...]",
@@ -408,9 +414,20 @@ def run_bake(args, inside_blender=False):
     from .rig import RigError
     from .rig.bake import BakeOptions, Baker
 
+    from .rig.goal_specs import add_goals, parse_spec, read_goal_file
+
     frames = parse_frames(args.frames) if args.frames else None
+    try:
+        given = [parse_spec(g) for g in args.goal] + (read_goal_file(args.goals) if args.goals else [])
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     source, output = _open(args)
-    obj, scene = _armature(args)
+    obj, scene = _armature(args, need_goals=not given)
+    if given:
+        try:
+            add_goals(obj, given)
+        except RigError as e:
+            raise UsageError(str(e)) from None
     first, last = frames or (scene.frame_start, scene.frame_end)
     options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
                           args.time_limit or 0.0, args.max_error,
@@ -744,7 +761,8 @@ def _job(file, args, output, program=None):
                  ("--method", args.method), ("--time-limit", args.time_limit), ("--threads", args.threads)]
         if command == "bake":
             options += ["--thin", repr(args.thin), "--continuity", repr(args.continuity)]
-            flags.append(("--max-angle", args.max_angle))
+            options += [f"--goal={g}" for g in args.goal]
+            flags += [("--max-angle", args.max_angle), ("--goals", args.goals and os.path.abspath(args.goals))]
             if args.replace:
                 options.append("--replace")
         else:

@@ -19,6 +19,8 @@ from test_bake import FRAMES, build_scene, tip_error  # noqa: E402
 
 def save_scene(path, breakage=None):
     obj, target = build_scene()
+    if breakage == "no goals":
+        obj.fullbody_ik.goals.clear()
     if breakage == "target deleted":
         bpy.data.objects.remove(target)
     elif breakage == "nan":
@@ -139,6 +141,42 @@ def test_batch_bakes_in_parallel_and_one_failure_does_not_stop_the_others(tmp_pa
     assert (outdir / "good0_baked.blend").exists() and (outdir / "good1_baked.blend").exists()
     assert not (outdir / "bad_baked.blend").exists()
     assert "FAILED" in proc.stderr and "2 of 3 files baked" in proc.stderr
+
+
+def test_goals_given_on_the_command_line_or_in_a_file_are_baked(tmp_path):
+    """A file with no goals baked with --goal (a farm's bake) or a goal file; the output holds the goals, its tip on
+    the target; a wrong goal is refused by name, exit 2, nothing written; a batch passes the goals on."""
+    scene = save_scene(tmp_path / "nogoals.blend", "no goals")
+    out = tmp_path / "out.blend"
+    proc = run("bake", scene, "--goal", "b2:position:Target:tail=yes:chain=3", "--frames", "1-12", "--output", out,
+               "--json")
+    assert proc.returncode == 0, proc.stderr
+    goals = tmp_path / "goals.json"
+    goals.write_text(json.dumps([{"bone": "b2", "kind": "POSITION", "target": "Target", "use_tail": True}]))
+    out2 = tmp_path / "out2.blend"
+    proc = run("bake", scene, "--goals", goals, "--frames", "1-12", "--output", out2)
+    assert proc.returncode == 0, proc.stderr
+    fullbody_ik.register()
+    try:
+        for path in (out, out2):
+            bpy.ops.wm.open_mainfile(filepath=str(path))
+            obj, target = bpy.data.objects["Arm"], bpy.data.objects["Target"]
+            assert [(g.bone, g.kind, g.target.name) for g in obj.fullbody_ik.goals] == [("b2", "POSITION", "Target")]
+            for f in range(1, 13):
+                assert tip_error(obj, target, f) < 2e-4, (path, f)
+    finally:
+        fullbody_ik.unregister()
+    for spec, message in (("b9:position:Target", "has no bone 'b9'"), ("b2:teleport:Target", "KIND one of"),
+                          ("b2:position:Nothing", "no object named 'Nothing'"), ("b2:position:Target:chain=x",
+                                                                                 "chain='x' is not a value")):
+        bad = tmp_path / "bad.blend"
+        proc = run("bake", scene, "--goal", spec, "--output", bad)
+        assert proc.returncode == 2 and message in proc.stderr, (spec, proc.stderr)
+        assert not bad.exists()
+    proc = run("batch", "bake", scene, "--goal", "b2:position:Target", "--frames", "1-6", "--output-dir",
+               tmp_path / "batch", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "batch" / "nogoals_baked.blend").exists()
 
 
 def test_batch_refuses_two_files_that_would_be_saved_as_one(tmp_path):
