@@ -96,6 +96,9 @@ def _bake_options(p, command="bake"):
     if command == "bake":
         p.add_argument("--max-angle", type=_non_negative, metavar="DEGREES",
                        help="the same for angular goals (default 1 degree; any angle with --max-error inf)")
+        p.add_argument("--max-change", type=_non_negative, metavar="DEGREES",
+                       help="fail the bake (exit 1, the result kept) when the bones off every goal's chain turn more "
+                            "than this from the action (default: the report warns past 15 degrees)")
     _frames_options(p)
     p.add_argument("--report", metavar="PATH.png", help="save a plot of the bake report")
     p.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
@@ -432,7 +435,8 @@ def run_bake(args, inside_blender=False):
     options = BakeOptions(first, last, args.step, args.replace, args.thin, args.continuity, args.method or "",
                           args.time_limit or 0.0, args.max_error,
                           None if args.max_angle is None else math.radians(args.max_angle),
-                          independent=args.independent_frames, workers=args.threads or 0)
+                          independent=args.independent_frames, workers=args.threads or 0,
+                          max_change=args.max_change)
     _prepare_solver(obj, args.method)
     try:
         report = Baker(scene, obj, options).run(progress=_progress(obj, "baking"))
@@ -762,7 +766,8 @@ def _job(file, args, output, program=None):
         if command == "bake":
             options += ["--thin", repr(args.thin), "--continuity", repr(args.continuity)]
             options += [f"--goal={g}" for g in args.goal]
-            flags += [("--max-angle", args.max_angle), ("--goals", args.goals and os.path.abspath(args.goals))]
+            flags += [("--max-angle", args.max_angle), ("--goals", args.goals and os.path.abspath(args.goals)),
+                      ("--max-change", args.max_change)]
             if args.replace:
                 options.append("--replace")
         else:

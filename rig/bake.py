@@ -42,6 +42,9 @@ class BakeOptions:
     time_limit: float = 0.0  # seconds per frame; 0: the armature's settings
     max_error: float = 0.01  # world units: a frame whose goal misses by more fails the bake (inf: accept any)
     max_angle: float = None  # radians, for angular goals; None: 1 degree, or any angle when max_error is inf
+    # Degrees the bones off every goal's chain may turn with the chain bones they hang from (a body turned for a
+    # hand): None warns past CHANGE_WARNING, a number fails the bake past it.
+    max_change: float = None
     rescue: float = 0.0  # a frame still short of its goals after its budget gets one more solve of this many
     # Each frame solved from the action's own pose there (its seed and continuity goal), not from the previous
     # frame's answer: the frames do not depend on each other and are solved in parallel threads (solvers.Frames)
@@ -109,6 +112,9 @@ class BakeReport:
     notes: list = field(default_factory=list)  # what else the user should know (frames past the animation)
     turns: list = field(default_factory=list)  # [bone, degrees, frame]: each solved bone's largest turn from the
     # action's pose (in the armature's space), largest first
+    off_chain: list = None  # [bone carrying them, degrees, frame]: the largest turn of the bones off every goal's
+    # chain (they turn as the solved bone they hang from does)
+    max_change: float = None  # degrees: off_chain past it fails the bake
 
     def shown_difference(self):
         """(largest length, largest angle) by which the pose Blender shows differs from the solved one."""
@@ -137,7 +143,11 @@ class BakeReport:
 
     @property
     def ok(self):
-        return not self.missed().any()
+        return not self.missed().any() and not self.changed_too_much()
+
+    def changed_too_much(self):
+        """Whether the bones off every goal's chain turned past max_change (when one is given)."""
+        return self.max_change is not None and self.off_chain is not None and self.off_chain[1] > self.max_change
 
     def verdict(self):
         missed = self.missed()
@@ -149,7 +159,11 @@ class BakeReport:
             text += " / " + (f"{np.degrees(self.max_angle):g} deg" if np.isfinite(self.max_angle) else "any angle")
         if frames:
             text += f" (frames {frame_ranges(frames)})"
-        return {"ok": not frames, "max_error": _finite_or_none(self.max_error),
+        if self.changed_too_much():
+            bone, deg, frame = self.off_chain
+            text += (f"; the bones off the goals' chains turned {deg:.1f} deg from the action with {bone} (frame "
+                     f"{frame}), more than {self.max_change:g} deg")
+        return {"ok": self.ok, "max_error": _finite_or_none(self.max_error),
                 "max_angle_deg": _finite_or_none(np.degrees(self.max_angle)), "missed_frames": frames,
                 "short_frames": self.short_frames(),
                 "text": text}
@@ -180,6 +194,8 @@ class BakeReport:
             "keys_before_thinning": self.keys_before_thinning, "seconds": self.seconds, "summary": self.summary(),
             "warnings": self.warnings, "notes": self.notes, "hints": self.hints, "ok": self.ok,
             "largest_turns": [{"bone": b, "deg": round(d, 3), "frame": f} for b, d, f in self.turns],
+            "off_chain_turn": None if self.off_chain is None else
+            {"with": self.off_chain[0], "deg": round(self.off_chain[1], 3), "frame": self.off_chain[2]},
             "verdict": self.verdict(),
             "goals": [{"label": g, "unit": u} for g, u in zip(self.goals, self.units)],
             "per_frame": {"frame": list(map(int, self.frames)), "errors": np.round(self.errors, 9).tolist(),
@@ -420,6 +436,7 @@ def _target_name(goal):
 
 
 STEP_LIMIT = 1.0  # seconds a step of the modal bake (Baker.steps) lasts at most
+CHANGE_WARNING = 15.0  # degrees the bones off every goal's chain turn before the report says so
 
 
 class ArmatureGoals:
@@ -808,6 +825,17 @@ class Baker:
                             np.array(self.errors, dtype=float).reshape(len(self.frames), len(self.labels)))
         report.notes = [n for n in (self.outside, self.between) if n]
         report.turns = self._turns()
+        report.max_change = self.options.max_change
+        solved = set(self.mapping.bones)  # (those the chains pass through: a goal's own bone turns what hangs
+        # from it as the goal asks, fingers under a hand)
+        carriers = {b.name for b in self.obj.data.bones if b.name in solved and
+                    any(c.name in solved for c in b.children) and any(c.name not in solved for c in b.children)}
+        report.off_chain = next(([b, d, f] for b, d, f in report.turns if b in carriers), None)
+        if report.off_chain and report.off_chain[1] > CHANGE_WARNING and report.max_change is None:
+            report.notes.append(f"the bones off the goals' chains turned up to {report.off_chain[1]:.1f} deg from the "
+                                f"action with {report.off_chain[0]} (frame {report.off_chain[2]}): a goal moved more "
+                                "of the body than it needed? (Chain Length limits what it moves; --max-change "
+                                "fails such a bake)")
         short = np.array(self.short, dtype=bool).reshape(report.errors.shape)
         if report.missed().any() or short.any():  # (why, also for goals short of their own tolerance only)
             limit = np.array([report.max_error if u == "m" else report.max_angle for u in report.units])
