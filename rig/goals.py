@@ -330,18 +330,33 @@ def goal_bones(obj):
     return names or None
 
 
-# The pull of the action's own pose on a bone, by how far up the chain from its nearest goal's bone it is: the
-# goal's own bone the least, each bone above it four times more, at most STAY_MOST; bones no goal's chain holds
-# the most. The smallest change that meets the goals wins: an arm reaching moves the arm, not the body.
+# The pull of the action's own pose on a bone it animates, by how far up the chain from its nearest goal's bone
+# it is: the goal's own bone the least, each bone above it four times more, at most STAY_MOST; bones no goal's
+# chain holds the most. The smallest change that meets the goals wins: an arm reaching moves the arm, not the body.
+# A bone the action does not animate has no pose of it to keep (a rig at rest tracking goals: its rest would pull
+# against them).
 STAY_LEAST, STAY_RATIO, STAY_MOST = 1e-4, 4.0, 0.1
 
 
+def animated_bones(obj):
+    """The names of the bones the armature's action keys."""
+    out = set()
+    for bag in channelbags(obj):
+        for fc in bag.fcurves:
+            if fc.data_path.startswith('pose.bones["'):
+                out.add(fc.data_path[len('pose.bones["'):].split('"]', 1)[0])
+    return out
+
+
 def stay_weights(obj, mapping, bones):
-    """{weight: [q indices]}: the action-pose preference's weight for each solved bone's variables (stay_near),
-    from how many bones up the chain it is from the nearest of the goal bones ``bones``."""
+    """{weight: [q indices]}: the action-pose preference's weight for each solved bone's variables that the action
+    animates (stay_near), from how many bones up the chain it is from the nearest of the goal bones ``bones``."""
     bones = set(bones or ())
+    keyed = animated_bones(obj)
     out = {}
     for name in mapping.bones:
+        if name not in keyed:
+            continue
         level, b = None, None
         for goal in bones:
             b, steps = obj.data.bones.get(goal), 0
