@@ -485,8 +485,9 @@ IMPORTERS = {".bvh": "bvh", ".fbx": "fbx", ".glb": "gltf", ".gltf": "gltf", ".bl
 
 
 def bvh_frames(path):
-    """(frames its header declares, frame lines it holds, seconds a frame) of a BVH file; Failure, naming what is
-    wrong, when it is empty, not a BVH, or has no motion (Blender's importer fails there with an IndexError)."""
+    """(frames its header declares, frame lines it holds, seconds a frame, the frames (from 1) holding a value that
+    is not a number: nan or inf) of a BVH file; Failure, naming what is wrong, when it is empty, not a BVH, or has no
+    motion (Blender's importer fails there with an IndexError)."""
     try:
         with open(path, "rb") as fh:
             text = fh.read().decode("latin-1").replace("\r\n", "\n").replace("\r", "\n")  # (old Macs' CR too)
@@ -502,14 +503,16 @@ def bvh_frames(path):
     if not (motion and frames and step):
         raise Failure(f"the BVH {path} has no motion (its MOTION section, Frames: or Frame Time: line is missing: "
                       "the file is cut short?)")
-    held = sum(1 for line in text[step.end():].splitlines() if line.strip())
+    lines = [line for line in text[step.end():].splitlines() if line.strip()]
+    held = len(lines)
     if held == 0:
         raise Failure(f"the BVH {path} has no frames (its header declares {frames.group(1)}: the file is cut short?)")
     try:
         seconds = float(step.group(1))
     except ValueError:
         raise Failure(f"the BVH {path}: its Frame Time is not a number ({step.group(1)!r})") from None
-    return int(frames.group(1)), held, seconds
+    broken = [i for i, line in enumerate(lines, start=1) if re.search(r"nan|inf", line, re.I)]
+    return int(frames.group(1)), held, seconds, broken
 
 
 @contextlib.contextmanager
@@ -730,10 +733,16 @@ def _clip_warnings(scene, clip, resampled=False):
     keys one clip frame a scene frame)."""
     if clip is None:
         return []
-    declared, held, step = clip
+    from .rig.bake import frame_ranges
+
+    declared, held, step, broken = clip
     out = []
     if held < declared:
         out.append(f"the BVH declares {declared} frames and holds {held} (the file is cut short?): {held} were read")
+    if broken:
+        out.append(f"the BVH's frame{'s' if len(broken) > 1 else ''} {frame_ranges(broken, most=12)} (counted from 1) "
+                   "hold values that are not numbers (nan or inf): the clip is broken there; check those frames of "
+                   "the result")
     scene_fps = scene.render.fps / scene.render.fps_base
     if step > 0 and abs(1.0 / step - scene_fps) > 0.01 * scene_fps and not resampled:
         clip_fps = 1.0 / step

@@ -247,6 +247,14 @@ def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
     proc = run("retarget", short, character, "--output", out, "--json", "--no-ik")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "the BVH declares 344 frames and holds 20" in json.loads(proc.stdout)["warnings"][0]
+    frames = lines[len(header):len(header) + 20]  # a value that is not a number on its sixth frame: said so
+    frames[5] = frames[5].replace(frames[5].split()[4], "nan", 1)
+    nan = tmp_path / "nan.bvh"
+    nan.write_text("".join(header).replace("Frames: 344", "Frames: 20") + "".join(frames))
+    proc = run("retarget", nan, character, "--output", out, "--json", "--no-ik")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert any("frame 6 (counted from 1) hold values that are not numbers" in w
+               for w in json.loads(proc.stdout)["warnings"]), proc.stdout[-2000:]
     proc = run("batch", "retarget", "--target", character, broken, "--json")  # the batch's summary has it whole
     assert proc.returncode == 1
     assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])
@@ -260,8 +268,8 @@ def test_bvh_frames_reads_the_line_endings_blenders_importer_reads(tmp_path):
                           ("case", text.replace("MOTION", "motion").replace("Frame Time:", "FRAME TIME:\t")),
                           ("end", text.rstrip("\n"))):
         (tmp_path / f"{name}.bvh").write_bytes(variant.encode("latin-1"))
-        declared, held, seconds = cli.bvh_frames(str(tmp_path / f"{name}.bvh"))
-        assert declared == held == 344 and abs(1 / seconds - 120) < 0.01, name
+        declared, held, seconds, broken = cli.bvh_frames(str(tmp_path / f"{name}.bvh"))
+        assert declared == held == 344 and abs(1 / seconds - 120) < 0.01 and broken == [], name
     (tmp_path / "e.bvh").write_text(re.sub(r"Frame Time:.*", "Frame Time: e", text))
     with pytest.raises(cli.Failure, match="its Frame Time is not a number"):
         cli.bvh_frames(str(tmp_path / "e.bvh"))
