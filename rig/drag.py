@@ -10,7 +10,7 @@ import numpy as np
 
 from ..solvers import Position
 from .armature import RigError, read_pose, write_pose
-from .goals import cached_tree, goal_bones, goal_objectives, settings_tracker
+from .goals import cached_tree, goal_bones, goal_objectives, settings_tracker, stay_near, stay_weights
 
 
 def look_at_perspective(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
@@ -67,6 +67,8 @@ class DragSession:
         # Each step starts from the pose of the last one (the tracker's continuity and nearby restarts): the
         # pose under the mouse moves on, it does not jump to another solution (jumps=False: a bake's frame may).
         self.tracker = settings_tracker(obj, self.tree, previous=self.start_q, jumps=False)
+        # What the drag does not need keeps the pose it started from, the bones nearest the grabbed one moving first.
+        self.stay = stay_near(self.tree, stay_weights(obj, self.mapping, bones, keyed_only=False), self.start_q)
         self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
                                      tuple(pb.rotation_axis_angle), tuple(pb.scale)) for pb in obj.pose.bones}
         self.saved_target = self.saved_matrix = None
@@ -124,7 +126,8 @@ class DragSession:
                             self.depth)
         objectives = self._objectives(world)
         read_pose(self.obj, self.tree, self.mapping)  # this frame's input (the pose is the tracker's last answer)
-        self.last = self.tracker.step(objectives)
+        self.last = self.tracker.step(list(objectives) + self.stay)
+        self.last.errors = self.last.errors[:len(objectives)]
         write_pose(self.obj, self.tree, self.mapping, self.last.q)
         return self.last
 

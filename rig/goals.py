@@ -348,11 +348,12 @@ def animated_bones(obj):
     return out
 
 
-def stay_weights(obj, mapping, bones):
-    """{weight: [q indices]}: the action-pose preference's weight for each solved bone's variables that the action
-    animates (stay_near), from how many bones up the chain it is from the nearest of the goal bones ``bones``."""
+def stay_weights(obj, mapping, bones, keyed_only=True):
+    """{weight: [q indices]}: the preference's weight for each solved bone's variables (stay_near), from how many
+    bones up the chain it is from the nearest of the goal bones ``bones``; with ``keyed_only``, only the bones the
+    action animates (a pose to keep that is the action's; a drag keeps the pose it started from, whatever keys it)."""
     bones = set(bones or ())
-    keyed = animated_bones(obj)
+    keyed = animated_bones(obj) if keyed_only else set(mapping.bones)
     out = {}
     for name in mapping.bones:
         if name not in keyed:

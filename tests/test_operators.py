@@ -160,6 +160,40 @@ def test_drag_session_follows_the_mouse_and_cancel_restores_exactly(rig):
     assert np.allclose(np.array(goal.target.matrix_world.translation), start)
 
 
+@pytest.mark.usefixtures("unregistered")
+def test_dragging_a_hand_moves_the_arm_not_the_body():
+    """CMU's run, one frame, the right hand's tip dragged 25 cm up (no goals: the bone under the mouse): the hand
+    follows the mouse and every bone off the arm stays within 10 degrees of where the drag started."""
+    import math
+
+    from fullbody_ik.rig.drag import DragSession, from_screen, look_at_perspective, to_screen
+    from fullbody_ik.tools import scenes
+
+    scenes.fresh(bpy)
+    obj, first, _ = scenes.import_cmu(bpy, "02_03")
+    bpy.context.scene.frame_set(first + 20)
+    obj.fullbody_ik.settings.time_limit = 0.05
+    W = obj.matrix_world
+    start = {pb.name: (W @ pb.matrix).to_quaternion() for pb in obj.pose.bones}
+    hand = np.array(W @ obj.pose.bones["RightHand"].tail)
+    hips = np.array(W @ obj.pose.bones["Hips"].head)
+    P, size = look_at_perspective(hips + np.array([4.0, 0.0, 0.3]), hips), (1200, 800)
+    mouse = to_screen(P, size, hand)[:2]
+    session = DragSession(obj, P, size, mouse, pick_radius=2.0)
+    assert session.bone == "RightHand", session.bone
+    goal = hand + np.array([0.0, 0.0, 0.25])
+    for k in range(1, 6):  # (in steps, as a mouse moves)
+        res = session.move(to_screen(P, size, hand + (goal - hand) * k / 5)[:2] - session.grab_offset)
+    under = from_screen(P, size, to_screen(P, size, goal)[:2], session.depth)  # (on the view plane it moves in)
+    assert res.success and np.linalg.norm(tip(obj, "RightHand") - under) < 1e-3
+    assert np.linalg.norm(under - goal) < 0.03
+    arm = {b.name for b in obj.data.bones["RightShoulder"].children_recursive} | {"RightShoulder"}
+    for pb in obj.pose.bones:
+        if pb.name not in arm:
+            turn = (W @ pb.matrix).to_quaternion().rotation_difference(start[pb.name])
+            assert math.degrees(min(turn.angle, 2 * math.pi - turn.angle)) < 10.0, pb.name
+
+
 def test_drag_a_bone_without_a_goal_and_nothing_to_pick(rig):
     from fullbody_ik.rig import RigError
     from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
