@@ -76,6 +76,9 @@ class FBIK_Settings(bpy.types.PropertyGroup):
     use_limit_rotation: BoolProperty(name="Limit Rotation Constraints", default=False,
                                      description="Also limit bones by their Limit Rotation constraints (local "
                                                  "space; their Euler limits are used as swing/twist limits)")
+    movable: StringProperty(name="Bones That May Move",
+                            description="A bone collection of the armature: only its bones move in Solve, Drag and "
+                                        "Bake, the others keep their pose (empty: any bone)")
 
 
 def _is_mesh(_self, obj):

@@ -113,6 +113,7 @@ class FULLBODY_IK_PT_sidebar(bpy.types.Panel):
         row = box.row(align=True)
         row.prop(s, "use_stretch")
         row.prop(s, "use_limit_rotation")
+        box.prop_search(s, "movable", context.active_object.data, "collections_all")
         box.label(text=f"Core: {compiled.status()}", icon="INFO")
         row = layout.row(align=True)
         row.scale_y = 1.4

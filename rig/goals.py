@@ -406,8 +406,19 @@ def settings_tree(obj):
 
 
 def chain_fixed(obj):
-    """The bones no enabled goal may move: above each goal's Chain Length (none up a chain of length 0)."""
-    above, may = set(), set()
+    """The bones no enabled goal may move: above each goal's Chain Length (none up a chain of length 0), and those
+    outside the Bones That May Move collection when one is set (a RigError when the armature has none of that
+    name)."""
+    above, may, outside = set(), set(), set()
+    name = obj.fullbody_ik.settings.movable
+    if name:
+        collection = obj.data.collections_all.get(name)
+        if collection is None:
+            listed = ", ".join(repr(c.name) for c in obj.data.collections_all) or "none"
+            raise RigError(f"Bones That May Move: {obj.name!r} has no bone collection {name!r} (its collections: "
+                           f"{listed})")
+        inside = {b.name for b in collection.bones}
+        outside = {b.name for b in obj.data.bones if b.name not in inside}
     for g in obj.fullbody_ik.goals:
         if not g.enabled or g.kind == "DISPLACEMENT" or g.bone not in obj.data.bones:
             continue
@@ -415,7 +426,7 @@ def chain_fixed(obj):
         while b is not None:
             (may if g.chain_length == 0 or n < g.chain_length else above).add(b.name)
             b, n = b.parent, n + 1
-    return frozenset(above - may)
+    return frozenset((above - may) | outside)
 
 
 def solver_options(settings):

@@ -945,7 +945,8 @@ def test_a_hand_goal_the_arm_can_reach_moves_the_arm_not_the_body():
 def test_a_goal_moves_only_the_bones_of_its_chain_length():
     """Chain Length as Blender's IK constraint's: a hand goal 25 cm over a CMU frame's hand with a chain of four
     bones (hand to shoulder) is met by those four alone, every other bone keeping its pose exactly; with a chain of
-    one (the hand alone) it cannot be met and nothing above the hand turns; Bake honours it too."""
+    one (the hand alone) it cannot be met and nothing above the hand turns; Bake honours it too. Bones That May Move
+    (a bone collection) keeps every other bone as posed."""
     from fullbody_ik.rig.goals import solve_pose
     from fullbody_ik.tools import scenes
 
@@ -973,6 +974,20 @@ def test_a_goal_moves_only_the_bones_of_its_chain_length():
         obj.fullbody_ik.settings.time_limit = 0.01
         report = Baker(sc, obj, BakeOptions(first, first + 10)).run()
         assert set(report.bones) <= {"RightHand"}, report.bones
+        # Bones That May Move: a bone collection; the others keep their pose whatever the chain
+        g.chain_length = 0
+        obj.animation_data.action = bpy.data.actions[report.source_action]
+        sc.frame_set(first + 20)
+        arm = obj.data.collections.new("Right arm")
+        for name in chain[:3]:
+            arm.assign(obj.data.bones[name])
+        obj.fullbody_ik.settings.movable = "Right arm"
+        result = solve_pose(obj)
+        moved = {pb.name for pb in obj.pose.bones if np.abs(np.array(pb.matrix_basis) - before[pb.name]).max() > 1e-6}
+        assert moved and moved <= set(chain[:3]), moved
+        obj.fullbody_ik.settings.movable = "Left arm"
+        with pytest.raises(RigError, match="has no bone collection 'Left arm'"):
+            solve_pose(obj)
     finally:
         fullbody_ik.unregister()
 
