@@ -352,20 +352,18 @@ def stay_weights(obj, mapping, bones, keyed_only=True):
     """{weight: [q indices]}: the preference's weight for each solved bone's variables (stay_near), from how many
     bones up the chain it is from the nearest of the goal bones ``bones``; with ``keyed_only``, only the bones the
     action animates (a pose to keep that is the action's; a drag keeps the pose it started from, whatever keys it)."""
-    bones = set(bones or ())
     keyed = animated_bones(obj) if keyed_only else set(mapping.bones)
+    level = {}  # bone -> bones up its chain from the nearest goal's bone
+    for goal in bones or ():
+        b, steps = obj.data.bones.get(goal), 0
+        while b is not None:
+            level[b.name] = min(level.get(b.name, steps), steps)
+            b, steps = b.parent, steps + 1
     out = {}
     for name in mapping.bones:
         if name not in keyed:
             continue
-        level, b = None, None
-        for goal in bones:
-            b, steps = obj.data.bones.get(goal), 0
-            while b is not None and b.name != name:
-                b, steps = b.parent, steps + 1
-            if b is not None:
-                level = steps if level is None else min(level, steps)
-        w = STAY_MOST if level is None else min(STAY_LEAST * STAY_RATIO ** level, STAY_MOST)
+        w = min(STAY_LEAST * STAY_RATIO ** level[name], STAY_MOST) if name in level else STAY_MOST
         out.setdefault(w, []).extend(int(i) for i in mapping.variables[name])
     return out
 
