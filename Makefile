@@ -73,7 +73,7 @@ bench: $(STAMP)
 	$(PY) -m fullbody_ik.benchmarks.retarget --frames 240
 	$(PY) -m fullbody_ik.benchmarks.iteration_cost
 	$(PY) -m fullbody_ik.benchmarks.first_compile $(if $(wildcard $(PY52)),--python $(PY) --python $(PY52))
-	$(PY) -m fullbody_ik.benchmarks.summary --write-readme
+	$(PY) -m fullbody_ik.benchmarks.summary --write-docs
 
 # The peers need numpy 2: their own virtual environment, beside ours.
 PEERS := .venv-peers

@@ -49,7 +49,7 @@ def _frames_options(p):
     p.add_argument("--independent-frames", action="store_true",
                    help="solve each frame from the clip's own pose there, not from the previous frame's answer: the "
                         "frames are solved in parallel threads (faster with many cores; measured less smooth than "
-                        "the default tracking, see the README)")
+                        "the default tracking, see docs/design.md)")
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="threads for --independent-frames (default: the cores, at most 4; FULLBODY_IK_THREADS)")
 

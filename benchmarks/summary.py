@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Summarize benchmarks/results/*.json as Markdown; ``--write-readme`` replaces the README's results section.
+"""Summarize benchmarks/results/*.json as Markdown; ``--write-docs`` replaces the results section of docs/performance.md.
 
-    python -m fullbody_ik.benchmarks.summary [--write-readme]
+    python -m fullbody_ik.benchmarks.summary [--write-docs]
 """
 
 import argparse
@@ -198,17 +198,17 @@ def section():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--write-readme", action="store_true")
+    ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     text = section()
     print(text)
-    if args.write_readme:
-        path = os.path.join(ROOT, "README.md")
+    if args.write_docs:
+        path = os.path.join(ROOT, "docs", "performance.md")
         readme = open(path).read()
         a, b = readme.index(START) + len(START), readme.index(END)
         with open(path, "w") as fh:
             fh.write(readme[:a] + "\n" + text + "\n" + readme[b:])
-        print("README.md updated")
+        print("docs/performance.md updated")
 
 
 if __name__ == "__main__":

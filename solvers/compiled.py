@@ -94,7 +94,7 @@ try:
         ``inline="always"`` (numba's own option; fk_into, generators, _project_into, _step_into): compiled into each
         caller. A call passes every field of every array in its tuples (the tree's T holds 23 arrays, some 200
         words): those four, called in each LM iteration, cost 5-18 % of a Table I solve as calls. Inlined, they
-        cost the core's cold compile 3-5 s in mean (README)."""
+        cost the core's cold compile 3-5 s in mean (docs/performance.md)."""
         if leaf:
             options["_nrt"] = False
         if not entry:
