@@ -388,6 +388,23 @@ class Ground:
                 out[i] = hit[0].z
         return out.reshape(xy.shape[:-1])
 
+    def normal(self, xy):
+        """Ground normals (..., 3) under points (..., >=2) (up where no terrain is under them)."""
+        xy = np.asarray(xy, dtype=float)
+        out = np.zeros(xy.shape[:-1] + (3,))
+        out[..., 2] = 1.0
+        if self.tree is None:
+            return out
+        flat, res = xy.reshape(-1, xy.shape[-1]), out.reshape(-1, 3)
+        down = self._V((0.0, 0.0, -1.0))
+        for i, p in enumerate(flat):
+            if np.all(np.isfinite(p[:2])):
+                hit = self.tree.ray_cast(self._V((p[0], p[1], self.top)), down)
+                if hit[0] is not None:
+                    n = np.array(hit[1])
+                    res[i] = n if n[2] > 0 else -n
+        return out
+
 
 def load_result(bpy, result_blend, report, terrain=None):
     """Open the result and sample its character at every frame of the report's range."""
@@ -1141,6 +1158,14 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
             if en - st >= 2:
                 spreads.append(float(np.ptp(h_r[st:en])) * U)
                 spreads_s.append(float(np.ptp(hs[st:en])) * U)
+        if not res["has_skin"] and f"{s} toe" in P_r and f"{s} foot" in res["data"]["rot"] and cm.any():
+            # (no skin: its heel as the source's, under the ankle at the toe tip's level as the foot stands on its
+            # contacts, along the ground's normal there; carried with the foot bone)
+            A, T, R = P_r[f"{s} ankle"], P_r[f"{s} toe"], res["data"]["rot"][f"{s} foot"]
+            nrm = G.normal(A[cm, :2])
+            d = -nrm * np.sum((A[cm] - T[cm]) * nrm, axis=1)[:, None]
+            local = np.mean(np.einsum("nji,nj->ni", R[cm], d), axis=0)
+            P_r[f"{s} heel"] = A + np.einsum("nij,j->ni", R, local)
         # clearance: the lowest sole point over the ground (skin; bone points without skin)
         if s in res["data"]["sole"] and np.isfinite(res["data"]["sole"][s]).any():
             if G.tree is None:

@@ -115,11 +115,12 @@ def _own_floor(z):
     return np.percentile(z, 2, axis=0)
 
 
-def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
+def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
     """((F, P) contacts, (F, feet) floor heights under the feet, (feet,) whether each foot stood still while
     another swung) of sole points ``pts`` (F, P, 3, world) with speeds (F, P): below 3 % of the hip height
     ``leg`` over the floor where the point rests and slower than 15 % of it per second (a foot in stance), with
-    hysteresis and a minimum duration. ``cols``: the points' columns per foot.
+    hysteresis and a minimum duration. ``cols``: the points' columns per foot; ``level_cols``: those of them
+    that say where the foot stands (default all: not points guessed beside the bones, a sole's width).
 
     The floor where a point rests is its own lowest height (mocap soles are not at one height), or on uneven
     ground (a clip recorded on rocks or stairs) the low height (5th percentile; the first quartile where that is
@@ -133,7 +134,9 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     30 % of the hip height per second): a clip at its own 120 Hz, where mocap jitter moves a standing foot,
     reads like one slowed to a 24 fps scene; a jittering foot does not raise it. In place, the speed given is
     vertical and the threshold at least 1.5x its slowest fifth (a stylized run whose feet never stop). The
-    floor under a foot is where it stands, blended linearly between its stances, never above the foot."""
+    floor under a foot is where it stands (in a stance whose lowest point drifts, that low height over the
+    half second around each frame: a mocap floor drifts), blended linearly between its stances, never above the
+    foot."""
     F, P = speed.shape
     z = pts[..., 2]
     h_on, min_frames = 0.03 * leg, max(2, int(round(0.08 * fps)))
@@ -150,6 +153,8 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
     # over fewer than min_frames fast frames; the foot's floor in each is the low height of its lowest point,
     # each point's floor that plus the point's own offset (a heel higher than the ball on a mocap skeleton).
     stances = []  # (foot, first, stop: where the next stance begins, floor, on its own lowest floor)
+    local = np.full((F, len(cols)), np.nan)  # where each foot's lowest point stands, near each frame of a stance
+    half = max(1, int(round(0.25 * fps)))
     for k, c in enumerate(cols):
         merged = []
         for a, b in _runs(slow[:, c].any(axis=1)):
@@ -157,10 +162,15 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
                 merged[-1] = (merged[-1][0], b)
             else:
                 merged.append((a, b))
-        lowest = z[:, c].min(axis=1)
+        lowest = z[:, (level_cols or cols)[k]].min(axis=1)
         for n, (a, b) in enumerate(merged):
             low, most = np.percentile(lowest[a:b + 1], [5, 25])
             low = float(most if most - low > h_on else low)  # (a toe poked through the floor as it leaves: no level)
+            local[a:b + 1, k] = low
+            if np.percentile(lowest[a:b + 1], 75) - low > 0.5 * h_on:  # a stance whose level drifts (mocap): its
+                for t in range(a, b + 1):  # level the same low height over the half second around each frame
+                    near_low, near_most = np.percentile(lowest[max(a, t - half):min(b, t + half) + 1], [5, 25])
+                    local[t, k] = near_most if near_most - near_low > h_on else near_low
             stop = merged[n + 1][0] if n + 1 < len(merged) else F
             stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
     stances = _on_drifting_floor(stances, h_on, int(round(2.0 * fps)))
@@ -189,7 +199,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place):
             level = low if int((np.isfinite(beside) & (low <= beside + h_on)).sum()) >= min_frames else np.inf
         floor = level  # (each stance on its own level: a mocap sole is not at one height over its floor)
         ground[a:stop, c] = floor + own[c] - own[c].min()
-        floors[a:b + 1, k] = floor
+        floors[a:b + 1, k] = floor + local[a:b + 1, k] - low if np.isfinite(floor) else floor
     height = np.where(np.isfinite(ground), z - ground, np.inf)  # no floor: a foot held in the air
     t = np.arange(F)
     for k, c in enumerate(cols):  # between its stances a foot's floor goes from one to the next
@@ -289,6 +299,7 @@ class FootPlan:
     pelvis_rotation: np.ndarray = None  # (F, 3, 3) the source pelvis's rotation, armature space
     flat: np.ndarray = None  # (F, feet, 3, 3) with on_floor: the ankles' rest rotations (a level sole)
     untouched: list = field(default_factory=list)  # feet (sides) that carried the body with no contact detected
+    floors: np.ndarray = None  # (F, feet) the floor under each foot in the source: where it stood in each stance
 
 
 def _pelvis(obj, feet):
@@ -397,7 +408,8 @@ def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
         # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
         # vertical speed tells it touches.
         speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
-    detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place)
+    bones = [[j for j in cols if sampler.specs[j][1] not in ("ball_in", "ball_out")] for cols in sampler.cols]
+    detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place, bones)
     for cols in sampler.cols:  # the sides of the ball touch when the ball does
         names = [sampler.specs[j][1] for j in cols]
         ball = cols[names.index("ball")]
@@ -519,22 +531,14 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     fps, floor, leg, travel, in_place, contacts, source = m.fps, m.floor, m.leg, m.travel, m.in_place, m.contacts, \
         m.source
     F, P = len(frames), len(sampler.specs)
-    # Over the floor under each foot (a clip on rocks or stairs: where that foot stands, blended between its
-    # stances; on a flat floor, the floor): how high a point is over the ground it walks on.
-    own = _own_floor(pts[..., 2])
-    rise = np.zeros((F, P))
+    # Each point over the floor under its foot: where the foot's lowest point stands in each stance (blended
+    # between stances, never over the foot: detect_sole_contacts). A mocap floor drifts and a mocap skeleton's
+    # two soles do not sit at one height (CMU's right some 2 cm over its left): each stance touches where it
+    # stood. One level for the whole foot, so a rigid foot keeps its shape (a mocap skeleton's ball stands
+    # higher than its toe tip; as the heel rises it keeps that height).
+    clearance = np.zeros((F, P))
     for k, c in enumerate(sampler.cols):
-        rise[:, c] = np.maximum(m.floors[:, k] - own[c].min(), 0.0)[:, None]
-    # Each foot over its own floor (where its points stand, 5th percentile over its contacts) when that is within
-    # 5 % of the hip height of the other's: a mocap skeleton's two feet stand on one floor with their points a
-    # little apart (CMU's right sole 2 cm above its left); further apart, the feet stand on different ground.
-    base = np.full(P, floor)
-    for c in sampler.cols:
-        if contacts[:, c].any():
-            level = float(np.percentile(pts[:, c, 2][contacts[:, c]], 5))
-            if abs(level - floor) < 0.05 * leg:
-                base[c] = level
-    clearance = pts[..., 2] - base - rise
+        clearance[:, c] = pts[:, c, 2] - m.floors[:, k][:, None]
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
     height = np.full((F, P), np.nan)
@@ -782,7 +786,8 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     untouched = untouched_feet(m, [k for k, f in enumerate(feet) if k in m.detected_feet or
                                    f.side in options.detected_contacts])
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched), sampler, \
+                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched, m.floors), \
+        sampler, \
         pelvis_name
 
 
@@ -1386,7 +1391,9 @@ class FootReport:
     snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
     held_mm: tuple = None  # (mean, max) distance of the held bones from their targets, when some were held
     reference_frames: list = field(default_factory=list)  # frames left out of the default range: not the take's
-    source_floor: float = None  # the height (world) the source's clearances are measured over: where its feet stood
+    # What the source's clearances are measured over: {side: [lowest, highest]} world heights of the floor under
+    # each foot as it stood (each stance where its lowest sole point stood), or "terrain" (the source stands on it)
+    source_floor: object = None
 
     def to_dict(self):
         return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
@@ -1412,9 +1419,15 @@ class FootReport:
                                ("skate_mm_per_frame", "skate mm/frame"),
                                ("frames_off_terrain", "frames with a sole point off the terrain")):
                 lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
-        if self.source_floor is not None:
+        if self.source_floor == "terrain":
+            lines.append("  measured: each contact point over the terrain under it (cast down), against its clearance "
+                         "in the source over the same terrain (the source stands on it)")
+        elif self.source_floor:
+            levels = ", ".join(f"{side} {lo:.4f}" + (f"-{hi:.4f}" if hi - lo >= 5e-5 else "")
+                               for side, (lo, hi) in self.source_floor.items())
             lines.append(f"  measured: each contact point over the terrain under it (cast down), against its clearance "
-                         f"in the source over the floor its feet stood on (height {self.source_floor:.4f})")
+                         f"in the source over the floor under that foot: where its lowest sole point stood in each "
+                         f"stance (heights {levels})")
         if self.off_terrain:
             lines.append(f"  frames where a foot has no terrain under any of its points (left as the source's): "
                          f"{len(self.off_terrain)} ({_ranges(self.off_terrain)})")
@@ -1587,7 +1600,10 @@ def foot_placement(scene, obj, options, progress=None):
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
                         time.perf_counter() - started, heights, plan_.warnings, snapshots,
                         (1e3 * float(held.mean()), 1e3 * float(held.max())) if held.size else None)
-    report.source_floor = float(plan_.floor)
+    report.source_floor = "terrain" if plan_.source_on_terrain else {
+        foot.side: [float(np.min(plan_.floors[on, k])), float(np.max(plan_.floors[on, k]))]
+        for k, foot in enumerate(sampler.feet)
+        if (on := plan_.contacts[:, sampler.cols[k]].any(axis=1)).any()}
     if outside:
         report.warnings.append(outside_warning(frames, (a0, a1), f"the action {source_action.name!r} spans",
                                                "foot placement"))
