@@ -2,8 +2,8 @@
 """A first use's compile, cold: the core (every solver but the memetic one) and everything, each in a new Python
 process with an empty cache folder, with and without the helper process (solvers/compiled.py, _start_helper), the
 two taking turns; within everything (Blender's compile in the background), when the core was ready (its solvers
-serve from then on); then a later session's load from the cache. Aims (issue 13): the first compile of the core at
-most 30 s, a later load at most 1 s.
+serve from then on); then a later session's load from the cache. Aims: the first compile of the core at most 30 s,
+a later load at most 1 s.
 
     python -m fullbody_ik.benchmarks.first_compile [--pairs 3] [--python /path/to/python3.13 ...]
 """
