@@ -47,6 +47,14 @@ def from_screen(perspective, size, pixel, depth):
     return world[:3] / world[3]
 
 
+def shown(pose_bone):
+    """Whether the viewport shows ``pose_bone``: not hidden, and in a visible bone collection (or in none)."""
+    bone = pose_bone.bone
+    if pose_bone.hide or bone.hide:
+        return False
+    return not bone.collections or any(c.is_visible_effectively for c in bone.collections)
+
+
 class DragSession:
     """One drag, from pick to confirm or cancel."""
 
@@ -83,7 +91,8 @@ class DragSession:
         self.last = None
 
     def _pick(self, mouse, radius):
-        """The goal target nearest the mouse within ``radius`` pixels, else the nearest bone tip."""
+        """The goal target nearest the mouse within ``radius`` pixels, else the nearest tip of a bone the viewport
+        shows."""
         obj, best = self.obj, (radius, None, None, None)
         for goal in obj.fullbody_ik.goals:
             if not goal.enabled or goal.kind in {"DISPLACEMENT", "JOINT_VALUE"}:
@@ -96,6 +105,8 @@ class DragSession:
             return best[1], None, best[3]
         M = np.array(obj.matrix_world)
         for pb in obj.pose.bones:
+            if not shown(pb):  # (a control rig's mechanism and deform bones, hidden, share the controls' places)
+                continue
             world = (M @ np.append(np.array(pb.tail), 1.0))[:3]
             s = to_screen(self.perspective, self.size, world)
             if s is not None and np.hypot(*(s[:2] - mouse)) < best[0]:

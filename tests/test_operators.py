@@ -210,3 +210,35 @@ def test_drag_a_bone_without_a_goal_and_nothing_to_pick(rig):
     assert tip(obj, session.bone)[2] > tip_world[2] - 1e-6 or session.bone != "forearm.R"
     with pytest.raises(RigError, match="nothing to drag"):
         DragSession(obj, P, size, (5.0, 5.0), pick_radius=3.0)
+
+
+def test_drag_picks_the_bone_the_viewport_shows(rig):
+    """A click at a hand where hidden bones end too (a control rig's mechanism and deform bones share the controls'
+    places), the mouse right on their tips: the bone shown is picked, not one hidden nor one in a hidden bone
+    collection; shown again, they are picked."""
+    from fullbody_ik.rig.drag import DragSession, look_at_perspective, to_screen
+
+    obj = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    hand = obj.data.edit_bones["hand.L"]
+    for name in ("MCH-hand.L", "DEF-hand.L"):  # a millimetre from the hand's tip
+        b = obj.data.edit_bones.new(name)
+        b.head, b.tail, b.parent = hand.head, hand.tail + hand.z_axis * 0.001, hand.parent
+    bpy.ops.object.mode_set(mode="POSE")
+    mechanism = obj.data.collections.new("Mechanism")
+    mechanism.assign(obj.data.bones["MCH-hand.L"])
+    mechanism.is_visible = False
+    obj.pose.bones["DEF-hand.L"].hide = True
+    obj.fullbody_ik.settings.time_limit = 0.3
+    P, size = look_at_perspective((0.0, -4.0, 1.2), (0.0, 0.0, 1.0)), (1200, 800)
+    for name in ("MCH-hand.L", "DEF-hand.L"):
+        mouse = to_screen(P, size, tip(obj, name))[:2]
+        session = DragSession(obj, P, size, mouse, pick_radius=3.0)
+        assert session.bone == "hand.L", session.bone
+        session.cancel()
+    mechanism.is_visible, obj.pose.bones["DEF-hand.L"].hide = True, False
+    for name in ("MCH-hand.L", "DEF-hand.L"):
+        mouse = to_screen(P, size, tip(obj, name))[:2]
+        session = DragSession(obj, P, size, mouse, pick_radius=3.0)
+        assert session.bone in {"MCH-hand.L", "DEF-hand.L"}, session.bone
+        session.cancel()
