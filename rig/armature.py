@@ -49,6 +49,29 @@ class RigMapping:
     rest_origin: np.ndarray = None
     translated: np.ndarray = None
     locked: np.ndarray = None
+    # Fully locked bones that constraints move (a control rig's mechanism above its controls: a hand control's
+    # parent switch): their input is their pose as Blender shows it, not their own channels.
+    follows: np.ndarray = None
+    # Whether each bone's location is in its own rest frame (Blender's Local Location, the default); off (a
+    # Rigify IK control's), it is in its parent's.
+    local_location: np.ndarray = None
+
+    def _parent_frame(self, name):
+        """The rest turn from a bone's parent to it when its location is in its parent's frame, else None."""
+        k = self.bones.index(name)
+        if self.local_location is None or self.local_location[k]:
+            return None
+        return self.rest_origin[k][:3, :3]
+
+    def location_channels(self, name, t):
+        """A free bone's location channels (..., 3) for its translation variables ``t`` (..., 3; in its rest frame)."""
+        R = self._parent_frame(name)
+        return t if R is None else t @ R.T
+
+    def location_variables(self, name, location):
+        """A free bone's translation variables (..., 3) for its location channels (..., 3)."""
+        R = self._parent_frame(name)
+        return location if R is None else location @ R
 
     def all_variables(self, name):
         """Every variable of a bone: rotation (and location) and stretch."""
@@ -152,7 +175,8 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
     bones = [b for b in all_bones if keep is None or b.name in keep]
     joints = []
     free = set()
-    rest_origin, translated, locked = [], [], []
+    rest_origin, translated, locked, follows = [], [], [], []
+    local_location = [bone.use_local_location for bone in bones]
     for bone in bones:
         i = index[bone.name]
         pb = obj.pose.bones[bone.name]
@@ -167,11 +191,13 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
             joints.append(FreeJoint(bone.name, parent, bone.name, origin))
             free.add(bone.name)
             locked.append(False)
+            follows.append(False)
             continue
         lock, limits, stiffness = bone_settings(pb, use_limit_rotation)
         if bone.name in fixed_bones:
             lock = (True, True, True)
         locked.append(all(lock))  # fully locked: IK keeps the bone's current rotation (Blender's null segment)
+        follows.append(all(lock) and any(c.enabled and c.influence > 0.0 for c in pb.constraints))
         stretch = float(pb.ik_stretch) if use_stretch else 0.0
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness, stretch,
                                 float(bone.length)))
@@ -195,11 +221,12 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
     mapping = RigMapping(obj.name, [b.name for b in bones], by_name, variables, frozenset(free), stretching,
                          {b.name: b.parent.name if b.parent is not None else None for b in bones},
                          {b.name: b.inherit_scale in INHERIT_SCALE for b in bones},
-                         unmodeled_settings(obj, bones, use_limit_rotation),
+                         unmodeled_settings(obj, [b for b, f in zip(bones, follows) if not f], use_limit_rotation),
                          rows=np.array([obj.pose.bones.find(b.name) for b in bones], dtype=int),
                          links=np.array([tree.link_index[b.name] for b in bones], dtype=int),
                          rest_origin=np.array(rest_origin), translated=np.array(translated, dtype=bool),
-                         locked=np.array(locked, dtype=bool))
+                         locked=np.array(locked, dtype=bool), follows=np.array(follows, dtype=bool),
+                         local_location=np.array(local_location, dtype=bool))
     read_pose(obj, tree, mapping)  # the current frame's input
     return tree, mapping
 
@@ -226,7 +253,10 @@ def frame_origins(mapping, B):
     ones."""
     origin = mapping.rest_origin.copy()
     t = mapping.translated
-    origin[t, :3, 3] += np.einsum("kij,kj->ki", origin[t, :3, :3], B[t, :3, 3])
+    moved = np.einsum("kij,kj->ki", origin[t, :3, :3], B[t, :3, 3])  # (a location in the bone's rest frame)
+    if mapping.local_location is not None:  # (else in its parent's: as it is)
+        moved = np.where(mapping.local_location[t][:, None], moved, B[t, :3, 3])
+    origin[t, :3, 3] += moved
     lk = mapping.locked
     if lk.any():
         R = B[lk, :3, :3]
@@ -248,7 +278,22 @@ def read_frame_input(obj, tree, mapping):
     """The bases (bones, 4, 4) of the mapping's bones as they are now, the tree's per-frame input set from them
     (read_pose without the configuration: a bake turns every frame's into one at once, poses_from_basis)."""
     basis = _matrices(obj.pose.bones, "matrix_basis", len(obj.pose.bones))[mapping.rows]
+    if mapping.follows is not None and mapping.follows.any():
+        basis = shown_bases(obj, mapping, basis)
     tree.set_origins(mapping.links, frame_origins(mapping, basis))
+    return basis
+
+
+def shown_bases(obj, mapping, basis):
+    """``basis`` (bones, 4, 4) with each following bone's (mapping.follows) replaced by the one that puts it where
+    Blender shows it, under its parent as shown: (parent's matrix @ rest origin)^-1 @ its matrix."""
+    M = shown_matrices(obj)[mapping.rows]
+    basis = basis.copy()
+    index = {name: k for k, name in enumerate(mapping.bones)}
+    for k in np.flatnonzero(mapping.follows):
+        parent = mapping.parent.get(mapping.bones[k])
+        above = M[index[parent]] if parent is not None else np.eye(4)
+        basis[k] = np.linalg.solve(above @ mapping.rest_origin[k], M[k])
     return basis
 
 
@@ -270,7 +315,7 @@ def poses_from_basis(tree, mapping, M):
     R[:, mapping.links] = M[:, :, :3, :3] / scale  # without pose scale
     q = tree.values_from_rotations(R, q)  # every bone at once, read as Blender's IK reads them
     for name in mapping.free_root:  # a free root's location is a variable, not an input
-        q[:, mapping.variables[name][:3]] = M[:, mapping.bones.index(name), :3, 3]
+        q[:, mapping.variables[name][:3]] = mapping.location_variables(name, M[:, mapping.bones.index(name), :3, 3])
     return tree.project(q) if len(q) != 1 else tree.project(q[0])[None]
 
 
@@ -325,7 +370,7 @@ def bone_rotations(tree, mapping, q):
     for name, joint in mapping.joints.items():
         values = q[mapping.variables[name]]
         if name in mapping.free_root:
-            out[name] = (exp_so3(values[3:]), values[:3])
+            out[name] = (exp_so3(values[3:]), mapping.location_channels(name, values[:3]))
         else:
             out[name] = (bone_rotation(joint, values), None)
     return out
@@ -502,4 +547,4 @@ def write_pose(obj, tree, mapping, q):
         path = rotation_path(pb)
         setattr(pb, path, rotation_channel(pb.rotation_mode, rotations[link], tuple(getattr(pb, path))))
         if name in mapping.free_root:
-            pb.location = q[mapping.variables[name][:3]]
+            pb.location = mapping.location_channels(name, q[mapping.variables[name][:3]])

@@ -750,7 +750,8 @@ class Baker:
             pb = self.obj.pose.bones[name]
             path, mode = rotation_path(pb), pb.rotation_mode
             rot = rotation_channels(mode, rotations[:, self.tree.link_index[name]], self.start_values[name])
-            loc = Q[:, self.mapping.variables[name][:3]] if name in self.mapping.free_root else []
+            loc = self.mapping.location_channels(name, Q[:, self.mapping.variables[name][:3]]) \
+                if name in self.mapping.free_root else []
             base = f'pose.bones["{name}"].'
             for i in range(rot.shape[1]):
                 out[(base + path, i, name)] = rot[:, i]

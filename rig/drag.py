@@ -10,8 +10,7 @@ import numpy as np
 
 from ..solvers import Position
 from .armature import RigError, read_pose, write_pose
-from .goals import (cached_tree, chain_fixed, goal_bones, goal_objectives, settings_tracker, stay_near,
-                    stay_weights)
+from .goals import goal_bones, goal_objectives, settings_tracker, settings_tree, stay_near, stay_weights
 
 
 def look_at_perspective(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
@@ -70,8 +69,7 @@ class DragSession:
         bones = goal_bones(obj)
         if self.bone is not None:
             bones = (bones or set()) | {self.bone}
-        self.tree, self.mapping = cached_tree(obj, self.settings.free_root, self.settings.use_limit_rotation, bones,
-                                             self.settings.use_stretch, fixed_bones=chain_fixed(obj))
+        self.tree, self.mapping = settings_tree(obj, bones)
         self.start_q = read_pose(obj, self.tree, self.mapping)
         # Each step starts from the pose of the last one (the tracker's continuity and nearby restarts): the
         # pose under the mouse moves on, it does not jump to another solution (jumps=False: a bake's frame may).

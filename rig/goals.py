@@ -395,12 +395,49 @@ def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_
 BUILDS = [0]  # trees built by cached_tree since the start (tests check that frames do not rebuild)
 
 
-def settings_tree(obj):
-    """The cached tree for the armature's own settings and goals (bones above every goal's Chain Length kept)."""
+def settings_tree(obj, bones=None):
+    """The cached tree for the armature's own settings and goals (bones above every goal's Chain Length kept), and
+    ``bones`` besides the goals' (a dragged one): a control among them moves as an animator moves it
+    (control_freedom)."""
     s = obj.fullbody_ik.settings
-    fixed = chain_fixed(obj)
+    bones = (goal_bones(obj) or set()) | set(bones or ()) or None
+    free, fixed = control_freedom(obj, bones)
+    fixed |= chain_fixed(obj)
     free_root = s.free_root and not any(obj.data.bones[name].parent is None for name in fixed)
-    return cached_tree(obj, free_root, s.use_limit_rotation, goal_bones(obj), s.use_stretch, fixed_bones=fixed)
+    return cached_tree(obj, free_root, s.use_limit_rotation, bones, s.use_stretch, free_bones=free,
+                       fixed_bones=frozenset(fixed))
+
+
+def location_controls(obj, names):
+    """The bones of ``names`` an animator poses by moving them: a control rig's controls (a generated Rigify rig's
+    hand_ik, foot_ik, torso) that deform nothing, are not connected, have their location free and no constraint
+    of their own, are not the rig's mechanism (MCH-, ORG-, DEF-), and that the rig follows (they or a bone they
+    carry are the target of one of its constraints). A plain skeleton has none."""
+    followed = {c.subtarget for pb in obj.pose.bones for c in pb.constraints
+                if getattr(c, "target", None) == obj and getattr(c, "subtarget", "")}
+    out = set()
+    for name in names or ():
+        bone, pb = obj.data.bones.get(name), obj.pose.bones.get(name)
+        if bone is None or bone.use_deform or bone.use_connect or all(pb.lock_location) or \
+                name.upper().startswith(("MCH-", "ORG-", "DEF-")) or \
+                any(c.enabled and c.influence > 0.0 for c in pb.constraints):
+            continue
+        if name in followed or any(c.name in followed for c in bone.children_recursive):
+            out.add(name)
+    return frozenset(out)
+
+
+def control_freedom(obj, bones):
+    """(free, fixed) bone names for solving ``bones`` (the goals' and a dragged one): each control among them
+    (location_controls) free to move and turn, as an animator moves it, and what hangs above it kept (the rig's
+    mechanism and root), unless another of the bones needs it."""
+    free = location_controls(obj, bones)
+    above = {a.name for name in free for a in obj.data.bones[name].parent_recursive}
+    needed = set()
+    for name in set(bones or ()) - free:
+        if name in obj.data.bones:
+            needed |= {name} | {a.name for a in obj.data.bones[name].parent_recursive}
+    return free, above - needed
 
 
 def chain_fixed(obj):
@@ -448,26 +485,36 @@ def settings_tracker(obj, tree, method="", time_limit=0.0, continuity=1e-4, prev
                    jumps, **options)
 
 
+FOLLOW_PASSES = 4  # solves at most, where a control rig's mechanism follows the solved controls
+
+
 def solve_pose(obj):
     """Solve the armature's goals from its current pose and write the result into the pose bones (a first
     frame of tracking: a local solve from the pose, a full one when that falls short).
 
     Returns the solver's Result. Raises RigError for bad input, before anything is changed."""
-    tree, mapping = settings_tree(obj)
-    q0 = read_pose(obj, tree, mapping)
-    objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q0)
-    # (what the goals do not need stays as posed, the bones nearest the goals moving first)
-    stay = stay_near(tree, stay_weights(obj, mapping, goal_bones(obj)), q0)
-    result = settings_tracker(obj, tree).step(list(objectives) + stay, q0)
-    result.errors = result.errors[:len(objectives)]
-    write_pose(obj, tree, mapping, result.q)
-    # Judged again on the pose Blender shows (what the solve does not model: constraints, pose scale).
     import bpy
 
-    bpy.context.view_layer.update()
-    state = shown_state(obj, tree, mapping, read_pose(obj, tree, mapping))
-    result.shown_errors = np.array([float(o.error(state)) for o in objectives])
-    result.shown_success = all(bool(o.satisfied(state)) for o in objectives)
+    tree, mapping = settings_tree(obj)
+    q0 = read_pose(obj, tree, mapping)
+    # (what the goals do not need stays as posed, the bones nearest the goals moving first)
+    stay = stay_near(tree, stay_weights(obj, mapping, goal_bones(obj)), q0)
+    tracker, q = settings_tracker(obj, tree), q0
+    # A control rig's mechanism follows what the solve moves (a hand control's parent follows the torso): solved
+    # again from the pose shown, until the goals are met as shown (a few passes).
+    for _ in range(FOLLOW_PASSES if mapping.follows.any() else 1):
+        objectives = goal_objectives(obj, obj.fullbody_ik.goals, tree, mapping, q)
+        result = tracker.step(list(objectives) + stay, q)
+        result.errors = result.errors[:len(objectives)]
+        write_pose(obj, tree, mapping, result.q)
+        # Judged again on the pose Blender shows (what the solve does not model: constraints, pose scale).
+        bpy.context.view_layer.update()
+        q = read_pose(obj, tree, mapping)
+        state = shown_state(obj, tree, mapping, q)
+        result.shown_errors = np.array([float(o.error(state)) for o in objectives])
+        result.shown_success = all(bool(o.satisfied(state)) for o in objectives)
+        if result.shown_success:
+            break
     result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
                                             for name, off in scaled_bones(obj, mapping).items()]
     result.moved_bones = [name for name in mapping.bones
