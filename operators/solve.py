@@ -39,6 +39,8 @@ class FULLBODY_IK_OT_solve(bpy.types.Operator):
             "Solved, but the pose Blender shows misses a goal"
         self.report(level, f"{what}: {len(result.moved_bones)} bones, largest goal error {worst:.2g} as shown, "
                            f"{result.elapsed * 1e3:.1f} ms ({result.message})")
+        for hint in result.hints:
+            self.report({"WARNING"}, hint)
         if result.unmodeled:
             more = f" (and {len(result.unmodeled) - 2} more)" if len(result.unmodeled) > 2 else ""
             self.report({"WARNING"}, "The pose shown may differ from the solved one: "

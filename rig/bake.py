@@ -22,6 +22,7 @@ from .armature import (
     RigError, ShownState, bone_scales, channelbags, frame_origins, limit_violations, poses_from_basis,
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
+from .controls import as_followed, deform_followers, location_controls, switch_notes
 from .evaluation import evaluating_only
 from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, settings_tracker, settings_tree,
                     stay_near, stay_weights, world_scale)
@@ -635,10 +636,12 @@ class Baker:
         angular = {i for i, field in self.columns if field != "error"}
         values = any(isinstance(objectives[i], JointValue) for objectives in self.objectives for i in judged)
         matrices, Q = [], []
+        followers = deform_followers(self.obj, location_controls(self.obj, goal_bones(self.obj)))
         with evaluating_only(self.scene, [self.obj]):  # (the armature and what it depends on, in one go)
             for f, q in zip(self.frames, self.Q):
                 self.scene.frame_set(f)
-                matrices.append(shown_matrices(self.obj)[self.mapping.rows])  # (the solved bones': memory per frame)
+                matrices.append(as_followed(self.obj, shown_matrices(self.obj), followers)[self.mapping.rows])  # (the
+                # solved bones': memory per frame; a control where its deform bone shows it)
                 Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)
         state = shown_state(self.obj, self.tree, self.mapping, np.array(Q), np.array(matrices))
         errors = np.zeros((len(self.frames), max(judged, default=-1) + 1))
@@ -847,6 +850,7 @@ class Baker:
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
                                         missed.any(axis=1) & ~np.array(self.success, dtype=bool), self.goal_index)
+            report.hints = switch_notes(self.obj, goal_bones(self.obj)) + report.hints
         keep_report(action, report)
         return report
 

@@ -10,6 +10,7 @@ from ..solvers.objectives.base import MAX_COORDINATE
 from .armature import (
     RigError, build_tree, channelbags, read_pose, scaled_bones, shown_matrices, shown_state, write_pose,
 )
+from .controls import as_followed, control_freedom, deform_followers, location_controls, switch_notes
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -408,38 +409,6 @@ def settings_tree(obj, bones=None):
                        fixed_bones=frozenset(fixed))
 
 
-def location_controls(obj, names):
-    """The bones of ``names`` an animator poses by moving them: a control rig's controls (a generated Rigify rig's
-    hand_ik, foot_ik, torso) that deform nothing, are not connected, have their location free and no constraint
-    of their own, are not the rig's mechanism (MCH-, ORG-, DEF-), and that the rig follows (they or a bone they
-    carry are the target of one of its constraints). A plain skeleton has none."""
-    followed = {c.subtarget for pb in obj.pose.bones for c in pb.constraints
-                if getattr(c, "target", None) == obj and getattr(c, "subtarget", "")}
-    out = set()
-    for name in names or ():
-        bone, pb = obj.data.bones.get(name), obj.pose.bones.get(name)
-        if bone is None or bone.use_deform or bone.use_connect or all(pb.lock_location) or \
-                name.upper().startswith(("MCH-", "ORG-", "DEF-")) or \
-                any(c.enabled and c.influence > 0.0 for c in pb.constraints):
-            continue
-        if name in followed or any(c.name in followed for c in bone.children_recursive):
-            out.add(name)
-    return frozenset(out)
-
-
-def control_freedom(obj, bones):
-    """(free, fixed) bone names for solving ``bones`` (the goals' and a dragged one): each control among them
-    (location_controls) free to move and turn, as an animator moves it, and what hangs above it kept (the rig's
-    mechanism and root), unless another of the bones needs it."""
-    free = location_controls(obj, bones)
-    above = {a.name for name in free for a in obj.data.bones[name].parent_recursive}
-    needed = set()
-    for name in set(bones or ()) - free:
-        if name in obj.data.bones:
-            needed |= {name} | {a.name for a in obj.data.bones[name].parent_recursive}
-    return free, above - needed
-
-
 def chain_fixed(obj):
     """The bones no enabled goal may move: above each goal's Chain Length (none up a chain of length 0), and those
     outside the Bones That May Move collection when one is set (a RigError when the armature has none of that
@@ -500,6 +469,7 @@ def solve_pose(obj):
     # (what the goals do not need stays as posed, the bones nearest the goals moving first)
     stay = stay_near(tree, stay_weights(obj, mapping, goal_bones(obj)), q0)
     tracker, q = settings_tracker(obj, tree), q0
+    followers = deform_followers(obj, location_controls(obj, goal_bones(obj)))  # (judged as the character shows)
     # A control rig's mechanism follows what the solve moves (a hand control's parent follows the torso): solved
     # again from the pose shown, until the goals are met as shown (a few passes).
     for _ in range(FOLLOW_PASSES if mapping.follows.any() else 1):
@@ -510,13 +480,14 @@ def solve_pose(obj):
         # Judged again on the pose Blender shows (what the solve does not model: constraints, pose scale).
         bpy.context.view_layer.update()
         q = read_pose(obj, tree, mapping)
-        state = shown_state(obj, tree, mapping, q)
+        state = shown_state(obj, tree, mapping, q, as_followed(obj, shown_matrices(obj), followers)[mapping.rows])
         result.shown_errors = np.array([float(o.error(state)) for o in objectives])
         result.shown_success = all(bool(o.satisfied(state)) for o in objectives)
         if result.shown_success:
             break
     result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
                                             for name, off in scaled_bones(obj, mapping).items()]
+    result.hints = [] if result.shown_success else switch_notes(obj, goal_bones(obj))
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

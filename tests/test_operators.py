@@ -365,3 +365,33 @@ def test_baking_pose_goals_on_a_generated_rigify_rigs_ik_controls_keys_those_con
             assert (pb[f"DEF-hand.{side}"].head - pb[f"hand_ik.{side}"].head).length < 1e-3
         for bone in limbs:  # (no longer than Rigify shows it at rest, where its own IK already stretches 1-2 %)
             assert (pb[bone].tail - pb[bone].head).length / rest_length[bone] < 1.001, (bone, f)
+
+
+@pytest.mark.usefixtures("unregistered")
+def test_a_goal_on_the_ik_control_of_an_arm_switched_to_fk_is_a_miss_that_names_the_switch():
+    """A generated Rigify rig whose left arm is switched to FK, a goal on its IK hand control moved 10 cm: Solve
+    moves the control, but the arm Blender shows does not follow it: a miss as shown, and the hint names the
+    switch (the limb's IK_FK); switched back to IK, the same goal is met as shown."""
+    from mathutils import Vector
+
+    from fullbody_ik.rig.goals import solve_pose
+    from fullbody_ik.tools import scenes
+
+    scenes.fresh(bpy)
+    rig, first, _ = scenes.rigify_walk(bpy, frames=2)
+    bpy.context.scene.frame_set(first)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="POSE")
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 1.0
+    rig.data.bones.active = rig.data.bones["hand_ik.L"]
+    bpy.ops.fullbody_ik.goal_add(kind="POSITION")
+    target = rig.fullbody_ik.goals[-1].target
+    target.location = Vector(target.location) + Vector((0.0, -0.1, 0.05))
+    bpy.context.view_layer.update()
+    result = solve_pose(rig)
+    assert result.success and not result.shown_success and max(result.shown_errors) > 0.05
+    assert any("'upper_arm_parent.L' IK_FK = 1" in h for h in result.hints), result.hints
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.0
+    bpy.context.view_layer.update()
+    result = solve_pose(rig)
+    assert result.shown_success and not result.hints, (result.shown_errors, result.hints)

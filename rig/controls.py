@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A control rig's controls: the bones an animator poses (a generated Rigify rig's IK controls, its torso), how
+goals on them move them, and the switches that decide whether its limbs follow them."""
+
+import numpy as np
+
+ARM_WORDS, LEG_WORDS = ("hand", "forearm", "upper_arm", "arm"), ("foot", "toe", "shin", "thigh", "leg")
+
+
+def location_controls(obj, names):
+    """The bones of ``names`` an animator poses by moving them: a control rig's controls (a generated Rigify rig's
+    hand_ik, foot_ik, torso) that deform nothing, are not connected, have their location free and no constraint
+    of their own, are not the rig's mechanism (MCH-, ORG-, DEF-), and that the rig follows (they or a bone they
+    carry are the target of one of its constraints). A plain skeleton has none."""
+    followed = {c.subtarget for pb in obj.pose.bones for c in pb.constraints
+                if getattr(c, "target", None) == obj and getattr(c, "subtarget", "")}
+    out = set()
+    for name in names or ():
+        bone, pb = obj.data.bones.get(name), obj.pose.bones.get(name)
+        if bone is None or bone.use_deform or bone.use_connect or all(pb.lock_location) or \
+                name.upper().startswith(("MCH-", "ORG-", "DEF-")) or \
+                any(c.enabled and c.influence > 0.0 for c in pb.constraints):
+            continue
+        if name in followed or any(c.name in followed for c in bone.children_recursive):
+            out.add(name)
+    return frozenset(out)
+
+
+def control_freedom(obj, bones):
+    """(free, fixed) bone names for solving ``bones`` (the goals' and a dragged one): each control among them
+    (location_controls) free to move and turn, as an animator moves it, and what hangs above it kept (the rig's
+    mechanism and root), unless another of the bones needs it."""
+    free = location_controls(obj, bones)
+    above = {a.name for name in free for a in obj.data.bones[name].parent_recursive}
+    needed = set()
+    for name in set(bones or ()) - free:
+        if name in obj.data.bones:
+            needed |= {name} | {a.name for a in obj.data.bones[name].parent_recursive}
+    return free, above - needed
+
+
+def switch_notes(obj, bones):
+    """Notes for the ``bones`` (goals' bones) that are IK controls of a limb switched to FK (Rigify's IK_FK
+    property on the limb's properties bone, 1 for FK): the limb Blender shows does not follow them."""
+    notes = []
+    switches = [pb for pb in obj.pose.bones if "IK_FK" in pb.keys()]
+    for name in sorted(bones or ()):
+        if "_ik" not in name.lower():
+            continue
+        words = ARM_WORDS if any(w in name.lower() for w in ARM_WORDS) else \
+            LEG_WORDS if any(w in name.lower() for w in LEG_WORDS) else ()
+        for pb in switches:
+            try:
+                value = float(pb["IK_FK"])
+            except (TypeError, ValueError):
+                continue
+            if value > 0.5 and _side(pb.name) == _side(name) and any(w in pb.name.lower() for w in words):
+                notes.append(f"{name} is the IK control of a limb switched to FK ({pb.name!r} IK_FK = {value:g}): the "
+                             f"limb does not follow it; set that IK_FK to 0, or put the goal on the limb's FK "
+                             f"control")
+    return notes
+
+
+def _side(name):
+    """'L', 'R' or '' from a Rigify-style name's suffix (.L, .R)."""
+    tail = name.rsplit(".", 1)[-1].upper() if "." in name else ""
+    return tail if tail in ("L", "R") else ""
+
+
+def deform_followers(obj, controls):
+    """{control: deform bone}: for each of ``controls``, the deforming bone it moves, the one whose rest head is
+    nearest its own (within 2 % of the armature's size, on its side): what the character shows of it (a Rigify hand
+    control's DEF-hand)."""
+    bones = obj.data.bones
+    heads = np.array([b.head_local for b in bones]).reshape(-1, 3)
+    size = float(np.ptp(heads, axis=0).max()) if len(heads) else 0.0
+    deform = [b for b in bones if b.use_deform]
+    out = {}
+    for name in controls:
+        c = bones[name]
+        near = [(float(np.linalg.norm(np.array(b.head_local) - np.array(c.head_local))), b.name) for b in deform
+                if _side(b.name) == _side(name)]
+        if near and min(near)[0] <= 0.02 * size:
+            out[name] = min(near)[1]
+    return out
+
+
+def as_followed(obj, matrices, followers):
+    """``matrices`` (bones, 4, 4: armature space, as Blender shows them) with each control of ``followers``
+    where its deform bone puts it (the deform bone's matrix carried to the control by their rest relation) when
+    that is off the control by more than the rig's own IK leaves it (a thousandth of the armature's size, 0.3
+    degrees): a goal on a control is met as the character shows it, not where the control alone stands (a limb
+    switched to FK leaves its IK control behind)."""
+    if not followers:
+        return matrices
+    M = np.array(matrices, dtype=float, copy=True)
+    bones, pose = obj.data.bones, obj.pose.bones
+    heads = np.array([b.head_local for b in bones]).reshape(-1, 3)
+    size = float(np.ptp(heads, axis=0).max()) if len(heads) else 1.0
+    for control, deform in followers.items():
+        i, j = pose.find(control), pose.find(deform)
+        rest = np.linalg.solve(np.array(bones[deform].matrix_local), np.array(bones[control].matrix_local))
+        shown = M[j] @ rest
+        A, B = (m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0) for m in (shown, M[i]))
+        turn = np.degrees(np.arccos(np.clip((np.trace(A.T @ B) - 1.0) / 2.0, -1.0, 1.0)))
+        if np.linalg.norm(shown[:3, 3] - M[i, :3, 3]) > 1e-3 * size or turn > 0.3:
+            M[i] = shown
+    return M
