@@ -106,3 +106,22 @@ def as_followed(obj, matrices, followers):
         if np.linalg.norm(shown[:3, 3] - M[i, :3, 3]) > 1e-3 * size or turn > 0.3:
             M[i] = shown
     return M
+
+
+def control_notes(obj, bones):
+    """Notes for the ``bones`` (goals' bones) that the rig's constraints pose (a Rigify deform or mechanism bone):
+    keys on them are overridden; each names the control that moves it, where one does (deform_followers)."""
+    driven = [name for name in sorted(bones or ()) if name in obj.pose.bones and
+              any(c.enabled and c.influence > 0.0 for c in obj.pose.bones[name].constraints)]
+    if not driven:
+        return []
+    moving = {}
+    for control, deform in deform_followers(obj, location_controls(obj, [b.name for b in obj.data.bones])).items():
+        moving.setdefault(deform, []).append(control)
+    notes = []
+    for name in driven:
+        controls = sorted(moving.get(name, []), key=lambda c: ("_ik" not in c.lower(), c))  # (IK controls first)
+        notes.append(f"{name} is posed by the rig's constraints (keys on it are overridden): put the goal on "
+                     + (f"the control that moves it ({', '.join(repr(c) for c in controls)})" if controls else
+                        "the control that moves it"))
+    return notes

@@ -10,7 +10,8 @@ from ..solvers.objectives.base import MAX_COORDINATE
 from .armature import (
     RigError, build_tree, channelbags, read_pose, scaled_bones, shown_matrices, shown_state, write_pose,
 )
-from .controls import as_followed, control_freedom, deform_followers, location_controls, switch_notes
+from .controls import (as_followed, control_freedom, control_notes, deform_followers, location_controls,
+                       switch_notes)
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -487,7 +488,8 @@ def solve_pose(obj):
             break
     result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
                                             for name, off in scaled_bones(obj, mapping).items()]
-    result.hints = [] if result.shown_success else switch_notes(obj, goal_bones(obj))
+    result.hints = [] if result.shown_success else \
+        switch_notes(obj, goal_bones(obj)) + control_notes(obj, goal_bones(obj))
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

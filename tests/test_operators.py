@@ -395,3 +395,30 @@ def test_a_goal_on_the_ik_control_of_an_arm_switched_to_fk_is_a_miss_that_names_
     bpy.context.view_layer.update()
     result = solve_pose(rig)
     assert result.shown_success and not result.hints, (result.shown_errors, result.hints)
+
+
+@pytest.mark.usefixtures("unregistered")
+def test_a_goal_on_a_rigify_deform_bone_is_a_miss_that_names_its_control():
+    """A goal on a generated Rigify rig's deform hand (which its constraints pose): a miss as shown whose hint
+    names the control that moves it, hand_ik.L."""
+    from mathutils import Vector
+
+    from fullbody_ik.rig.goals import solve_pose
+    from fullbody_ik.tools import scenes
+
+    scenes.fresh(bpy)
+    rig, first, _ = scenes.rigify_walk(bpy, frames=2)
+    bpy.context.scene.frame_set(first)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="POSE")
+    for collection in rig.data.bones["DEF-hand.L"].collections:  # (shown, to be picked as an animator would)
+        collection.is_visible = True
+    rig.data.bones.active = rig.data.bones["DEF-hand.L"]
+    bpy.ops.fullbody_ik.goal_add(kind="POSITION")
+    target = rig.fullbody_ik.goals[-1].target
+    target.location = Vector(target.location) + Vector((0.0, -0.1, 0.05))
+    bpy.context.view_layer.update()
+    result = solve_pose(rig)
+    assert not result.shown_success
+    assert any("DEF-hand.L is posed by the rig's constraints" in h and "'hand_ik.L'" in h for h in result.hints), \
+        result.hints
