@@ -372,22 +372,11 @@ def test_a_goal_on_the_ik_control_of_an_arm_switched_to_fk_is_a_miss_that_names_
     """A generated Rigify rig whose left arm is switched to FK, a goal on its IK hand control moved 10 cm: Solve
     moves the control, but the arm Blender shows does not follow it: a miss as shown, and the hint names the
     switch (the limb's IK_FK); switched back to IK, the same goal is met as shown."""
-    from mathutils import Vector
-
     from fullbody_ik.rig.goals import solve_pose
-    from fullbody_ik.tools import scenes
 
-    scenes.fresh(bpy)
-    rig, first, _ = scenes.rigify_walk(bpy, frames=2)
-    bpy.context.scene.frame_set(first)
-    bpy.context.view_layer.objects.active = rig
-    bpy.ops.object.mode_set(mode="POSE")
+    rig = _rigify_rig_posed()
     rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 1.0
-    rig.data.bones.active = rig.data.bones["hand_ik.L"]
-    bpy.ops.fullbody_ik.goal_add(kind="POSITION")
-    target = rig.fullbody_ik.goals[-1].target
-    target.location = Vector(target.location) + Vector((0.0, -0.1, 0.05))
-    bpy.context.view_layer.update()
+    _goal_moved(rig, "hand_ik.L", (0.0, -0.1, 0.05))
     result = solve_pose(rig)
     assert result.success and not result.shown_success and max(result.shown_errors) > 0.05
     assert any("'upper_arm_parent.L' IK_FK = 1" in h for h in result.hints), result.hints
@@ -401,9 +390,20 @@ def test_a_goal_on_the_ik_control_of_an_arm_switched_to_fk_is_a_miss_that_names_
 def test_a_goal_on_a_rigify_deform_bone_is_a_miss_that_names_its_control():
     """A goal on a generated Rigify rig's deform hand (which its constraints pose): a miss as shown whose hint
     names the control that moves it, hand_ik.L."""
-    from mathutils import Vector
-
     from fullbody_ik.rig.goals import solve_pose
+
+    rig = _rigify_rig_posed()
+    for collection in rig.data.bones["DEF-hand.L"].collections:  # (shown, to be picked as an animator would)
+        collection.is_visible = True
+    _goal_moved(rig, "DEF-hand.L", (0.0, -0.1, 0.05))
+    result = solve_pose(rig)
+    assert not result.shown_success
+    assert any("DEF-hand.L is posed by the rig's constraints" in h and "'hand_ik.L'" in h for h in result.hints), \
+        result.hints
+
+
+def _rigify_rig_posed():
+    """A rig Rigify generated (its walk's first frame), active, in Pose Mode."""
     from fullbody_ik.tools import scenes
 
     scenes.fresh(bpy)
@@ -411,14 +411,15 @@ def test_a_goal_on_a_rigify_deform_bone_is_a_miss_that_names_its_control():
     bpy.context.scene.frame_set(first)
     bpy.context.view_layer.objects.active = rig
     bpy.ops.object.mode_set(mode="POSE")
-    for collection in rig.data.bones["DEF-hand.L"].collections:  # (shown, to be picked as an animator would)
-        collection.is_visible = True
-    rig.data.bones.active = rig.data.bones["DEF-hand.L"]
+    return rig
+
+
+def _goal_moved(rig, bone, move):
+    """A position goal (Add Goal) on ``bone``, its target moved by ``move``."""
+    from mathutils import Vector
+
+    rig.data.bones.active = rig.data.bones[bone]
     bpy.ops.fullbody_ik.goal_add(kind="POSITION")
     target = rig.fullbody_ik.goals[-1].target
-    target.location = Vector(target.location) + Vector((0.0, -0.1, 0.05))
+    target.location = Vector(target.location) + Vector(move)
     bpy.context.view_layer.update()
-    result = solve_pose(rig)
-    assert not result.shown_success
-    assert any("DEF-hand.L is posed by the rig's constraints" in h and "'hand_ik.L'" in h for h in result.hints), \
-        result.hints
