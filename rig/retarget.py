@@ -282,6 +282,11 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
     props = {f"{limb}_parent{x}": limb for limb in ("upper_arm", "thigh") for x in (".L", ".R")}
     keyed = [c for _, c, _ in controls] + ["hips"]
     layer = bpy.context.view_layer
+    # Set in waves: a control once every control it depends on (through parents and constraints) is set and the
+    # rig updated, one update a wave (five for the FK controls, two for the IK ones), not one a control.
+    fk_waves = control_waves(obj, [c for _, c, mode in controls if mode != "ik"])
+    ik_waves = control_waves(obj, [c for _, c, mode in controls if mode == "ik"])
+    of = {control: bone for bone, control, _ in controls}
     for i, f in enumerate(frames):
         scene.frame_set(f)
         for name in props:
@@ -289,19 +294,20 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
         pb["hips"].matrix_basis = Matrix.Identity(4)
         for name in keyed:
             pb[name].scale = (1.0, 1.0, 1.0)
-        for bone, control, mode in controls:
-            if mode == "ik":
-                continue
-            pb[control].matrix = Matrix((wanted[bone][i] @ np.linalg.inv(rest(bone)) @ rest(control)).tolist())
+        for wave in fk_waves:
+            for control in wave:
+                bone = of[control]
+                pb[control].matrix = Matrix((wanted[bone][i] @ np.linalg.inv(rest(bone)) @ rest(control)).tolist())
             layer.update()
         posed = {bone: np.array(pb[bone].matrix) for bone, _, mode in controls if mode == "ik"}
         for name, limb in props.items():
             if limb == "thigh":
                 pb[name]["IK_FK"] = 0.0  # the legs in IK, their controls where the FK put them
-        for bone, control, mode in controls:
-            if mode == "ik":
+        for wave in ik_waves:
+            for control in wave:
+                bone = of[control]
                 pb[control].matrix = Matrix((posed[bone] @ np.linalg.inv(rest(bone)) @ rest(control)).tolist())
-                layer.update()
+            layer.update()
         for name in keyed:
             b = pb[name]
             b.keyframe_insert(rotation_path(b), frame=f, group=name)
@@ -311,6 +317,42 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
             pb[name].keyframe_insert('["IK_FK"]', frame=f, group=name)
         if progress:
             progress(0.2 * (i + 1) / len(frames))
+
+
+def control_waves(obj, controls):
+    """``controls`` in waves, each wave's controls depending (through their parents and their parents'
+    constraints' targets, transitively) only on those of the waves before it: setting a wave, then updating the
+    rig once, poses each control under parents already where they go."""
+    bones, pose = obj.data.bones, obj.pose.bones
+    memo = {}
+
+    def depends(name):  # every bone whose pose moves ``name``
+        if name not in memo:
+            memo[name] = set()  # (a cycle through constraints stops here)
+            found = set()
+            for b in [bones[name]] + list(bones[name].parent_recursive):
+                if b.name != name:
+                    found.add(b.name)
+                for c in pose[b.name].constraints:
+                    target = getattr(c, "subtarget", "")
+                    if getattr(c, "target", None) == obj and target in bones and target != name:
+                        found |= {target} | depends(target)
+                if b.name != name:
+                    found |= depends(b.name)
+            memo[name] = found
+        return memo[name]
+
+    wanted, level = set(controls), {}
+
+    def level_of(name):  # 1 + the deepest control it depends on (0: none)
+        if name not in level:
+            level[name] = 0  # (a cycle stops here)
+            level[name] = 1 + max((level_of(c) for c in depends(name) & wanted if c != name), default=-1)
+        return level[name]
+
+    for name in controls:
+        level_of(name)
+    return [[c for c in controls if level[c] == n] for n in range(max(level.values(), default=-1) + 1)]
 
 
 def feet_spec(h):

@@ -10,7 +10,7 @@ bpy = pytest.importorskip("bpy")
 import fullbody_ik  # noqa: E402
 from fullbody_ik.rig.armature import RigError  # noqa: E402
 from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
-from fullbody_ik.rig.retarget import RetargetOptions, retarget  # noqa: E402
+from fullbody_ik.rig.retarget import RetargetOptions, control_waves, retarget  # noqa: E402
 from fullbody_ik.tools import characters, scenes  # noqa: E402
 from test_real_scenes import action_snapshot  # noqa: E402
 
@@ -460,6 +460,12 @@ def test_a_generated_rigify_rig_is_keyed_through_its_controls():
     assert {"torso", "chest", "upper_arm_fk.L", "hand_fk.R", "foot_ik.L", "thigh_ik.R"} <= keyed, keyed
     assert not any(n.startswith(("DEF-", "ORG-", "MCH-")) for n in keyed), keyed
     assert rig.pose.bones["thigh_parent.L"]["IK_FK"] == 0.0 and rig.pose.bones["upper_arm_parent.R"]["IK_FK"] == 1.0
+    # (keyed in waves, each control after those its parents and their constraints follow: an arm after its shoulder,
+    # the shoulder after the chest, the chest after the torso)
+    wave = {c: k for k, names in enumerate(control_waves(rig, ["hand_fk.L", "upper_arm_fk.L", "shoulder.L", "chest",
+                                                              "torso", "forearm_fk.L"])) for c in names}
+    assert wave["torso"] < wave["chest"] < wave["shoulder.L"] < wave["upper_arm_fk.L"] < wave["forearm_fk.L"] \
+        < wave["hand_fk.L"], wave
     for side, a in report.feet.after.items():
         b = report.feet.before[side]
         assert a["contact_frames"] > 20 and a["penetration_mm_max"] < 2 and a["float_mm_max"] < 5, a
