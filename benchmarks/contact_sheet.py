@@ -58,10 +58,12 @@ def _character_meshes(bpy, arm):
 
 
 def _capsules(bpy, arm, color):
-    """A cylinder on every bone (parented to it, along it) for an armature with no skin."""
+    """A cylinder on every deforming bone (parented to it, along it) for an armature with no skin: a control rig's
+    controls and mechanism (Rigify's, with no mesh) are not the body."""
     objs = []
     mesh_cache = {}
-    for b in arm.data.bones:
+    body = [b for b in arm.data.bones if b.use_deform] or list(arm.data.bones)
+    for b in body:
         if b.length < 1e-6:
             continue
         key = "cyl"
