@@ -751,6 +751,14 @@ def source_floor(P, valid, V, leg):
     return a, b, c
 
 
+def carried(point, R, mask, d):
+    """(n, 3) ``point`` (n, 3) moved by ``d`` (m, 3: world offsets on the frames of ``mask``), carried with the bone
+    whose rotations are R (n, 3, 3): the offsets' mean in the bone's frame (a skinless foot's heel, made as it
+    stands)."""
+    local = np.mean(np.einsum("nji,nj->ni", R[mask], d), axis=0)
+    return point + np.einsum("nij,j->ni", R, local)
+
+
 def heights(P, floor):
     a, b, c = floor
     return {k: v[:, 2] - (a + b * v[:, 0] + c * v[:, 1]) for k, v in P.items()}
@@ -1126,8 +1134,7 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
             continue
         d = np.zeros((int(cmask.sum()), 3))
         d[:, 2] = -(H_s[f"{s} ankle"][cmask] - H_s[f"{s} toe"][cmask])
-        local = np.mean(np.einsum("nji,nj->ni", R[cmask], d), axis=0)
-        P_s[f"{s} heel"] = P_s[f"{s} ankle"] + np.einsum("nij,j->ni", R, local)
+        P_s[f"{s} heel"] = carried(P_s[f"{s} ankle"], R, cmask, d)
         H_s[f"{s} heel"] = heights({"h": P_s[f"{s} heel"]}, floor_s)["h"]
         Ps[f"{s} heel"], Hs[f"{s} heel"] = S_at(P_s[f"{s} heel"]), S_at(H_s[f"{s} heel"])
     out["source_contacts"] = cdet
@@ -1163,9 +1170,7 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
             # contacts, along the ground's normal there; carried with the foot bone)
             A, T, R = P_r[f"{s} ankle"], P_r[f"{s} toe"], res["data"]["rot"][f"{s} foot"]
             nrm = G.normal(A[cm, :2])
-            d = -nrm * np.sum((A[cm] - T[cm]) * nrm, axis=1)[:, None]
-            local = np.mean(np.einsum("nji,nj->ni", R[cm], d), axis=0)
-            P_r[f"{s} heel"] = A + np.einsum("nij,j->ni", R, local)
+            P_r[f"{s} heel"] = carried(A, R, cm, -nrm * np.sum((A[cm] - T[cm]) * nrm, axis=1)[:, None])
         # clearance: the lowest sole point over the ground (skin; bone points without skin)
         if s in res["data"]["sole"] and np.isfinite(res["data"]["sole"][s]).any():
             if G.tree is None:

@@ -197,7 +197,7 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
         if bone.name in fixed_bones:
             lock = (True, True, True)
         locked.append(all(lock))  # fully locked: IK keeps the bone's current rotation (Blender's null segment)
-        follows.append(all(lock) and any(c.enabled and c.influence > 0.0 for c in pb.constraints))
+        follows.append(all(lock) and constrained(pb))
         stretch = float(pb.ik_stretch) if use_stretch else 0.0
         joints.append(BoneJoint(bone.name, parent, bone.name, origin, lock, limits, stiffness, stretch,
                                 float(bone.length)))
@@ -229,6 +229,11 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
                          local_location=np.array(local_location, dtype=bool))
     read_pose(obj, tree, mapping)  # the current frame's input
     return tree, mapping
+
+
+def constrained(pose_bone):
+    """Whether constraints act on ``pose_bone`` (one enabled, with influence): Blender poses it, not its keys."""
+    return any(c.enabled and c.influence > 0.0 for c in pose_bone.constraints)
 
 
 def unmodeled_settings(obj, bones, use_limit_rotation=False):

@@ -850,8 +850,8 @@ class Baker:
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
                                         missed.any(axis=1) & ~np.array(self.success, dtype=bool), self.goal_index)
-            report.hints = switch_notes(self.obj, goal_bones(self.obj)) + control_notes(self.obj, goal_bones(self.obj)) \
-                + report.hints
+            bones = goal_bones(self.obj)
+            report.hints = switch_notes(self.obj, bones) + control_notes(self.obj, bones) + report.hints
         keep_report(action, report)
         return report
 

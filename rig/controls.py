@@ -4,6 +4,9 @@ goals on them move them, and the switches that decide whether its limbs follow t
 
 import numpy as np
 
+from .armature import constrained
+from .structure import side_of
+
 ARM_WORDS, LEG_WORDS = ("hand", "forearm", "upper_arm", "arm"), ("foot", "toe", "shin", "thigh", "leg")
 
 
@@ -18,8 +21,7 @@ def location_controls(obj, names):
     for name in names or ():
         bone, pb = obj.data.bones.get(name), obj.pose.bones.get(name)
         if bone is None or bone.use_deform or bone.use_connect or all(pb.lock_location) or \
-                name.upper().startswith(("MCH-", "ORG-", "DEF-")) or \
-                any(c.enabled and c.influence > 0.0 for c in pb.constraints):
+                name.upper().startswith(("MCH-", "ORG-", "DEF-")) or constrained(pb):
             continue
         if name in followed or any(c.name in followed for c in bone.children_recursive):
             out.add(name)
@@ -54,53 +56,43 @@ def switch_notes(obj, bones):
                 value = float(pb["IK_FK"])
             except (TypeError, ValueError):
                 continue
-            if value > 0.5 and _side(pb.name) == _side(name) and any(w in pb.name.lower() for w in words):
+            if value > 0.5 and side_of(pb.name) == side_of(name) and any(w in pb.name.lower() for w in words):
                 notes.append(f"{name} is the IK control of a limb switched to FK ({pb.name!r} IK_FK = {value:g}): the "
                              f"limb does not follow it; set that IK_FK to 0, or put the goal on the limb's FK "
                              f"control")
     return notes
 
 
-def _side(name):
-    """'L', 'R' or '' from a Rigify-style name's suffix (.L, .R)."""
-    tail = name.rsplit(".", 1)[-1].upper() if "." in name else ""
-    return tail if tail in ("L", "R") else ""
-
-
 def deform_followers(obj, controls):
-    """{control: deform bone}: for each of ``controls``, the deforming bone it moves, the one whose rest head is
-    nearest its own (within 2 % of the armature's size, on its side): what the character shows of it (a Rigify hand
-    control's DEF-hand)."""
+    """{control: (deform bone, the control's rest matrix in the deform bone's)}: for each of ``controls``, the
+    deforming bone it moves, the one whose rest head is nearest its own (within 2 % of the armature's size, on its
+    side): what the character shows of it (a Rigify hand control's DEF-hand)."""
     bones = obj.data.bones
-    heads = np.array([b.head_local for b in bones]).reshape(-1, 3)
-    size = float(np.ptp(heads, axis=0).max()) if len(heads) else 0.0
+    size = _size(obj)
     deform = [b for b in bones if b.use_deform]
     out = {}
     for name in controls:
         c = bones[name]
         near = [(float(np.linalg.norm(np.array(b.head_local) - np.array(c.head_local))), b.name) for b in deform
-                if _side(b.name) == _side(name)]
+                if side_of(b.name) == side_of(name)]
         if near and min(near)[0] <= 0.02 * size:
-            out[name] = min(near)[1]
+            d = min(near)[1]
+            out[name] = (d, np.linalg.solve(np.array(bones[d].matrix_local), np.array(c.matrix_local)))
     return out
 
 
 def as_followed(obj, matrices, followers):
     """``matrices`` (bones, 4, 4: armature space, as Blender shows them) with each control of ``followers``
-    where its deform bone puts it (the deform bone's matrix carried to the control by their rest relation) when
-    that is off the control by more than the rig's own IK leaves it (a thousandth of the armature's size, 0.3
-    degrees): a goal on a control is met as the character shows it, not where the control alone stands (a limb
-    switched to FK leaves its IK control behind)."""
+    (deform_followers) where its deform bone puts it when that is off the control by more than the rig's own IK
+    leaves it (a thousandth of the armature's size, 0.3 degrees): a goal on a control is met as the character
+    shows it, not where the control alone stands (a limb switched to FK leaves its IK control behind)."""
     if not followers:
         return matrices
     M = np.array(matrices, dtype=float, copy=True)
-    bones, pose = obj.data.bones, obj.pose.bones
-    heads = np.array([b.head_local for b in bones]).reshape(-1, 3)
-    size = float(np.ptp(heads, axis=0).max()) if len(heads) else 1.0
-    for control, deform in followers.items():
-        i, j = pose.find(control), pose.find(deform)
-        rest = np.linalg.solve(np.array(bones[deform].matrix_local), np.array(bones[control].matrix_local))
-        shown = M[j] @ rest
+    pose, size = obj.pose.bones, _size(obj)
+    for control, (deform, rest) in followers.items():
+        i = pose.find(control)
+        shown = M[pose.find(deform)] @ rest
         A, B = (m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0) for m in (shown, M[i]))
         turn = np.degrees(np.arccos(np.clip((np.trace(A.T @ B) - 1.0) / 2.0, -1.0, 1.0)))
         if np.linalg.norm(shown[:3, 3] - M[i, :3, 3]) > 1e-3 * size or turn > 0.3:
@@ -108,15 +100,20 @@ def as_followed(obj, matrices, followers):
     return M
 
 
+def _size(obj):
+    """The armature's size: the largest extent of its bones' rest heads (its units)."""
+    heads = np.array([b.head_local for b in obj.data.bones]).reshape(-1, 3)
+    return float(np.ptp(heads, axis=0).max()) if len(heads) else 1.0
+
+
 def control_notes(obj, bones):
     """Notes for the ``bones`` (goals' bones) that the rig's constraints pose (a Rigify deform or mechanism bone):
     keys on them are overridden; each names the control that moves it, where one does (deform_followers)."""
-    driven = [name for name in sorted(bones or ()) if name in obj.pose.bones and
-              any(c.enabled and c.influence > 0.0 for c in obj.pose.bones[name].constraints)]
+    driven = [name for name in sorted(bones or ()) if name in obj.pose.bones and constrained(obj.pose.bones[name])]
     if not driven:
         return []
     moving = {}
-    for control, deform in deform_followers(obj, location_controls(obj, [b.name for b in obj.data.bones])).items():
+    for control, (deform, _) in deform_followers(obj, location_controls(obj, [b.name for b in obj.data.bones])).items():
         moving.setdefault(deform, []).append(control)
     notes = []
     for name in driven:

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..solvers import Displacement, Orientation, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
-from .armature import RigError, _matrices, chains_to
+from .armature import RigError, _matrices, chains_to, constrained
 from .bake import (BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, outside_warning,
                    summary_lines)
 from .evaluation import evaluating_only
@@ -168,9 +169,10 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
             low = float(most if most - low > h_on else low)  # (a toe poked through the floor as it leaves: no level)
             local[a:b + 1, k] = low
             if np.percentile(lowest[a:b + 1], 75) - low > 0.5 * h_on:  # a stance whose level drifts (mocap): its
-                for t in range(a, b + 1):  # level the same low height over the half second around each frame
-                    near_low, near_most = np.percentile(lowest[max(a, t - half):min(b, t + half) + 1], [5, 25])
-                    local[t, k] = near_most if near_most - near_low > h_on else near_low
+                # level the same low height over the half second around each frame (within the stance)
+                near = sliding_window_view(np.pad(lowest[a:b + 1], half, constant_values=np.nan), 2 * half + 1)
+                near_low, near_most = np.nanpercentile(near, [5, 25], axis=1)
+                local[a:b + 1, k] = np.where(near_most - near_low > h_on, near_most, near_low)
             stop = merged[n + 1][0] if n + 1 < len(merged) else F
             stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
     stances = _on_drifting_floor(stances, h_on, int(round(2.0 * fps)))
@@ -536,9 +538,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     # two soles do not sit at one height (CMU's right some 2 cm over its left): each stance touches where it
     # stood. One level for the whole foot, so a rigid foot keeps its shape (a mocap skeleton's ball stands
     # higher than its toe tip; as the heel rises it keeps that height).
-    clearance = np.zeros((F, P))
-    for k, c in enumerate(sampler.cols):
-        clearance[:, c] = pts[:, c, 2] - m.floors[:, k][:, None]
+    clearance = pts[..., 2] - m.floors[:, [foot for foot, *_ in sampler.specs]]
     # Terrain under each source point, cast from above the point by half a leg plus where the terrain was
     # the frame before (a character on a bridge deck stays on it, under an overhang stays under it).
     height = np.full((F, P), np.nan)
@@ -1163,7 +1163,7 @@ def _driven(obj, name):
     """Whether a bone (or one of its parents) follows active constraints."""
     b = obj.pose.bones[name]
     while b is not None:
-        if any(c.enabled and c.influence > 0.0 for c in b.constraints):
+        if constrained(b):
             return True
         b = b.parent
     return False
@@ -1188,7 +1188,7 @@ def rig_controls(scene, obj, bones, frames, feet_bones=()):
     pbs, data = obj.pose.bones, obj.data.bones
     # Candidates: bones keyed by the user (no constraints of their own; a parent may switch spaces), not a
     # rig's mechanism (Rigify's MCH-, ORG- and DEF- bones).
-    free = [pb.name for pb in pbs if not any(c.enabled and c.influence > 0.0 for c in pb.constraints)
+    free = [pb.name for pb in pbs if not constrained(pb)
             and not pb.name.upper().startswith(("MCH-", "ORG-", "DEF-"))]
     frames = np.asarray(frames)
     sample = frames[np.unique(np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int))]

@@ -467,10 +467,11 @@ def solve_pose(obj):
 
     tree, mapping = settings_tree(obj)
     q0 = read_pose(obj, tree, mapping)
+    bones = goal_bones(obj)
     # (what the goals do not need stays as posed, the bones nearest the goals moving first)
-    stay = stay_near(tree, stay_weights(obj, mapping, goal_bones(obj)), q0)
+    stay = stay_near(tree, stay_weights(obj, mapping, bones), q0)
     tracker, q = settings_tracker(obj, tree), q0
-    followers = deform_followers(obj, location_controls(obj, goal_bones(obj)))  # (judged as the character shows)
+    followers = deform_followers(obj, location_controls(obj, bones))  # (judged as the character shows)
     # A control rig's mechanism follows what the solve moves (a hand control's parent follows the torso): solved
     # again from the pose shown, until the goals are met as shown (a few passes).
     for _ in range(FOLLOW_PASSES if mapping.follows.any() else 1):
@@ -488,8 +489,7 @@ def solve_pose(obj):
             break
     result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
                                             for name, off in scaled_bones(obj, mapping).items()]
-    result.hints = [] if result.shown_success else \
-        switch_notes(obj, goal_bones(obj)) + control_notes(obj, goal_bones(obj))
+    result.hints = [] if result.shown_success else switch_notes(obj, bones) + control_notes(obj, bones)
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

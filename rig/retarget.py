@@ -286,7 +286,8 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
     # rig updated, one update a wave (five for the FK controls, two for the IK ones), not one a control.
     fk_waves = control_waves(obj, [c for _, c, mode in controls if mode != "ik"])
     ik_waves = control_waves(obj, [c for _, c, mode in controls if mode == "ik"])
-    of = {control: bone for bone, control, _ in controls}
+    of = {control: (bone, np.linalg.inv(rest(bone)) @ rest(control)) for bone, control, _ in controls}  # (the
+    # control's rest in its deform bone's)
     for i, f in enumerate(frames):
         scene.frame_set(f)
         for name in props:
@@ -296,8 +297,8 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
             pb[name].scale = (1.0, 1.0, 1.0)
         for wave in fk_waves:
             for control in wave:
-                bone = of[control]
-                pb[control].matrix = Matrix((wanted[bone][i] @ np.linalg.inv(rest(bone)) @ rest(control)).tolist())
+                bone, offset = of[control]
+                pb[control].matrix = Matrix((wanted[bone][i] @ offset).tolist())
             layer.update()
         posed = {bone: np.array(pb[bone].matrix) for bone, _, mode in controls if mode == "ik"}
         for name, limb in props.items():
@@ -305,8 +306,8 @@ def _key_rigify(scene, obj, controls, wanted, frames, progress=None):
                 pb[name]["IK_FK"] = 0.0  # the legs in IK, their controls where the FK put them
         for wave in ik_waves:
             for control in wave:
-                bone = of[control]
-                pb[control].matrix = Matrix((posed[bone] @ np.linalg.inv(rest(bone)) @ rest(control)).tolist())
+                bone, offset = of[control]
+                pb[control].matrix = Matrix((posed[bone] @ offset).tolist())
             layer.update()
         for name in keyed:
             b = pb[name]
@@ -326,20 +327,14 @@ def control_waves(obj, controls):
     bones, pose = obj.data.bones, obj.pose.bones
     memo = {}
 
-    def depends(name):  # every bone whose pose moves ``name``
+    def depends(name):  # every bone whose pose moves ``name``: its parent's and its constraints' targets, and theirs
         if name not in memo:
             memo[name] = set()  # (a cycle through constraints stops here)
-            found = set()
-            for b in [bones[name]] + list(bones[name].parent_recursive):
-                if b.name != name:
-                    found.add(b.name)
-                for c in pose[b.name].constraints:
-                    target = getattr(c, "subtarget", "")
-                    if getattr(c, "target", None) == obj and target in bones and target != name:
-                        found |= {target} | depends(target)
-                if b.name != name:
-                    found |= depends(b.name)
-            memo[name] = found
+            parent = bones[name].parent
+            above = [parent.name] if parent is not None else []
+            above += [c.subtarget for c in pose[name].constraints
+                      if getattr(c, "target", None) == obj and getattr(c, "subtarget", "") in bones]
+            memo[name] = set().union(*({b} | depends(b) for b in above if b != name))
         return memo[name]
 
     wanted, level = set(controls), {}
