@@ -10,7 +10,8 @@ bpy = pytest.importorskip("bpy")
 import fullbody_ik  # noqa: E402
 from fullbody_ik.rig.armature import RigError  # noqa: E402
 from fullbody_ik.rig.humanoid import map_humanoid  # noqa: E402
-from fullbody_ik.rig.retarget import RetargetOptions, control_waves, retarget  # noqa: E402
+from fullbody_ik.rig.retarget import RetargetOptions, retarget  # noqa: E402
+from fullbody_ik.rig.rigify import control_waves  # noqa: E402
 from fullbody_ik.tools import characters, scenes  # noqa: E402
 from test_real_scenes import action_snapshot  # noqa: E402
 
