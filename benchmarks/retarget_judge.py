@@ -291,7 +291,8 @@ def skinned_meshes(bpy, arm):
 
 def foot_vertex_sets(arm, meshes, names):
     """{side: [(mesh, vertex indices)]}: vertices weighted mostly (>= 0.5) to that foot's bones (the foot, the toe
-    and every bone below them)."""
+    and every bone below them); for a foot with none (shoes that follow the shin, a game rig's foot control), the
+    shin's below its ankle in the rest pose."""
     out = {}
     for s in SIDES:
         roots = [names[r] for r in (f"{s} foot", f"{s} toe") if r in names]
@@ -302,26 +303,51 @@ def foot_vertex_sets(arm, meshes, names):
             b = arm.data.bones[bn]
             bones.add(b.name)
             bones.update(c.name for c in b.children_recursive)
-        parts = []
-        for ob in meshes:
-            if ob.parent == arm and ob.parent_type == "BONE":
-                if ob.parent_bone in bones:
-                    parts.append((ob, np.arange(len(ob.data.vertices))))
-                continue
-            gi = {g.index for g in ob.vertex_groups if g.name in bones}
-            if not gi:
-                continue
-            idx = []
-            for v in ob.data.vertices:
-                tot = sum(g.weight for g in v.groups)
-                mine = sum(g.weight for g in v.groups if g.group in gi)
-                if tot > 0 and mine / tot >= 0.5:
-                    idx.append(v.index)
-            if idx:
-                parts.append((ob, np.array(idx)))
+        parts = _weighted_to(arm, meshes, bones)
+        if not parts and f"{s} shin" in names:
+            W = np.array(arm.matrix_world)
+            ankle = (W @ np.append(arm.data.bones[roots[0]].head_local, 1.0))[2]
+            parts = [(ob, idx[_rest_world(arm, ob)[idx, 2] < ankle])
+                     for ob, idx in _weighted_to(arm, meshes, {names[f"{s} shin"]})]
+            parts = [(ob, idx) for ob, idx in parts if len(idx)]
         if parts:
             out[s] = parts
     return out
+
+
+def _rest_world(arm, ob):
+    """A mesh's vertices (world) with the armature at rest: a mesh parented to a bone brought back from its pose."""
+    co = np.empty(3 * len(ob.data.vertices))
+    ob.data.vertices.foreach_get("co", co)
+    M = np.array(ob.matrix_world)
+    if ob.parent == arm and ob.parent_type == "BONE":
+        W = np.array(arm.matrix_world)
+        bone = arm.data.bones[ob.parent_bone]
+        M = W @ np.array(bone.matrix_local) @ np.linalg.inv(np.array(arm.pose.bones[bone.name].matrix)) @ \
+            np.linalg.inv(W) @ M
+    return co.reshape(-1, 3) @ M[:3, :3].T + M[:3, 3]
+
+
+def _weighted_to(arm, meshes, bones):
+    """[(mesh, vertex indices)] of the skin weighted mostly (>= 0.5) to ``bones``, whole meshes parented to one."""
+    parts = []
+    for ob in meshes:
+        if ob.parent == arm and ob.parent_type == "BONE":
+            if ob.parent_bone in bones:
+                parts.append((ob, np.arange(len(ob.data.vertices))))
+            continue
+        gi = {g.index for g in ob.vertex_groups if g.name in bones}
+        if not gi:
+            continue
+        idx = []
+        for v in ob.data.vertices:
+            tot = sum(g.weight for g in v.groups)
+            mine = sum(g.weight for g in v.groups if g.group in gi)
+            if tot > 0 and mine / tot >= 0.5:
+                idx.append(v.index)
+        if idx:
+            parts.append((ob, np.array(idx)))
+    return parts
 
 
 def _rest_lowest(bpy, arm, meshes):

@@ -3,8 +3,8 @@
 
 A foot is an ankle bone (its head is the ankle), the bone after it toward the toes (the ball: its head is the
 ball of the foot, its tail the toe tip; absent on some rigs) and three sole points fixed to those bones:
-heel, ball and toe tip, on the sole (the height of the lowest of them in the rest pose, where the character
-stands on its floor).
+heel, ball and toe tip, on the sole: the underside of the skin that follows the foot in the rest pose, where the
+character stands on its floor (the lowest of ball and toe tip on a skeleton without skin).
 
 Names seen on common skeletons: CMU BVH ``LeftFoot``/``LeftToeBase``, Rigify ``foot.L``/``toe.L`` (and
 ``DEF-``/``ORG-`` copies), Unreal-like ``foot.l``/``ball.l``, ``Foot.L``, Mixamo
@@ -109,11 +109,12 @@ def _foot(obj, side, ankle_name, ball_name=None):
     ball_pt = np.array(ball.head_local) if ball is not None else np.array(ankle.tail_local)
     forward = flat(ball_pt - head)
     length = np.linalg.norm(forward)
+    skin = _foot_skin(obj, ankle, ball, max(length, 0.06 * _height(obj, up)))
     if ball is None and length < 0.06 * _height(obj, up):  # a foot bone with no toe and no length of its own (a
         # game rig's): its sole is read from the skin that follows it
-        skin = _skin_sole(obj, ankle, up)
-        if skin is not None:
-            return _sole_foot(obj, side, ankle, skin)
+        sole_pts = _skin_sole(skin, ankle, up)
+        if sole_pts is not None:
+            return _sole_foot(obj, side, ankle, sole_pts)
     if length < 1e-9:
         raise RigError(f"the {side} foot {ankle_name!r}: its ball is straight below the ankle (no forward direction)")
     forward /= length
@@ -126,7 +127,9 @@ def _foot(obj, side, ankle_name, ball_name=None):
             toe_pt = ball_pt + d
     if toe_pt is None:
         toe_pt = ball_pt + forward * length * 0.35
-    sole = min(ball_pt @ up, toe_pt @ up)  # the sole's height: the lowest of ball and toe tip in the rest pose
+    sole = min(ball_pt @ up, toe_pt @ up)  # the sole's height: the lowest of ball and toe tip in the rest pose,
+    if skin is not None:  # or the underside of the skin that follows the foot (bones run inside it, 1-4 cm up)
+        sole = float((skin @ up).min())
     on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731
     heel_pt = on_sole(head - 0.2 * length * forward)
     points = []
@@ -145,10 +148,19 @@ def _height(obj, up):
     return max(h) - min(h) if h else 0.0
 
 
-def _skin_sole(obj, ankle, up):
-    """(heel, ball, toe) armature-space points of a foot read from its skin: its lowest part, along its longest
-    horizontal extent, forward where it reaches furthest from the ankle; or None without such skin."""
-    pts = skin_points(obj, ankle)
+def _foot_skin(obj, ankle, ball, foot_length):
+    """The rest points (armature space) of the skin that follows a foot: its bones' (the ankle, the toes and what
+    hangs from them), else, on a character whose shoes follow the shin, the shin's; None without skin."""
+    skin = skin_points(obj, [ankle, *([ball, *ball.children_recursive] if ball is not None else [])])
+    if skin is None:
+        shin = _detached_leg(obj, ankle, foot_length) or (ankle.parent.name if ankle.parent else "")
+        skin = skin_points(obj, obj.data.bones[shin]) if shin else None
+    return skin
+
+
+def _skin_sole(pts, ankle, up):
+    """(heel, ball, toe) armature-space points of a foot read from its skin ``pts``: its lowest part, along its
+    longest horizontal extent, forward where it reaches furthest from the ankle; or None without such skin."""
     if pts is None:
         return None
     head = np.array(ankle.head_local)

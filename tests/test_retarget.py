@@ -46,7 +46,8 @@ def _target(kind):
 def test_retargeting_onto_a_slope_plants_every_contact_on_it():
     """--terrain in the same pass: CMU's walk onto mannequiny over a 10 degree slope; every sole point that
     touches in the source stands on the slope (measured against the slope's own formula, apart from the
-    report), the soles turned to it."""
+    report), the soles turned to it, and the skin of each standing foot touches the slope, neither in it nor over
+    it (mannequiny's toe bones run 7 mm over its soles: the bones on the slope put the skin 7 mm into it)."""
     scenes.fresh(bpy)
     source, first, _ = scenes.import_cmu(bpy, "02_01")
     target = scenes.import_mannequiny(bpy)[0]
@@ -62,6 +63,38 @@ def test_retargeting_onto_a_slope_plants_every_contact_on_it():
     gaps = np.concatenate([p[:, 2] - height(p[:, 0], p[:, 1]) for p in points])
     assert len(gaps) > 100 and np.median(np.abs(gaps)) < 1e-3 and np.percentile(np.abs(gaps), 95) < 3e-3, \
         np.percentile(np.abs(gaps), [50, 95, 100])
+    skin = _flat_foot_skin_gaps(source, target, first, last, height)
+    for side, g in skin.items():
+        assert len(g) > 10 and abs(np.median(g)) < 2e-3 and np.min(g) > -4e-3, (side, np.percentile(g, [0, 50, 100]))
+
+
+def _flat_foot_skin_gaps(source, target, first, last, height):
+    """{side: [the lowest gap between the foot's skin (vertices weighted mostly to its bones, as Blender deforms
+    them) and the ground ``height(x, y)`` at each frame the source's foot stands flat (heel and toe down)]}."""
+    from fullbody_ik.rig.footplant import sample_motion
+    from fullbody_ik.rig.retarget import humanoid_feet
+
+    frames = list(range(first, last + 1))
+    sf, tf = humanoid_feet(source, map_humanoid(source)), humanoid_feet(target, map_humanoid(target))
+    motion = sample_motion(bpy.context.scene, source, sf, frames)
+    col = {(sf[k].side, n): j for j, (k, n, _, _) in enumerate(motion.sampler.specs)}
+    mesh = next(o for o in bpy.data.objects if o.type == "MESH" and any(
+        m.type == "ARMATURE" and m.object == target for m in o.modifiers))
+    gaps = {}
+    for foot in tf:
+        bones = {foot.ankle, foot.ball} - {""}
+        groups = {g.index for g in mesh.vertex_groups if g.name in bones}
+        idx = [v.index for v in mesh.data.vertices
+               if sum(e.weight for e in v.groups if e.group in groups) >= 0.5 * sum(e.weight for e in v.groups)]
+        flat = motion.contacts[:, col[(foot.side, "heel")]] & motion.contacts[:, col[(foot.side, "toe")]]
+        gaps[foot.side] = []
+        for i in np.flatnonzero(flat):
+            bpy.context.scene.frame_set(frames[i])
+            ev = mesh.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            W = np.array(ev.matrix_world)
+            co = np.array([W[:3, :3] @ ev.data.vertices[j].co + W[:3, 3] for j in idx])
+            gaps[foot.side].append(float(np.min(co[:, 2] - height(co[:, 0], co[:, 1]))))
+    return gaps
 
 
 def _contact_points(source, target, first, last, with_heel=False):
