@@ -13,8 +13,12 @@ its exit code, the end of its standard error and its JSON recorded; a saved resu
 ``benchmarks/contact_sheet.py``). A pair that fails is a row with its error, never left out. Writes DIR/results.json
 (updated as pairs finish) and DIR/table.md.
 
+With ``--terrain KIND`` each character stands on a terrain made to its size (saved with it in DIR/CHAR.KIND.blend:
+terraces, steps rising in rings around where it stands, so that any walk climbs them; slope; noise; dem), the
+retarget plants the feet on it (``--terrain Terrain``) and the judge measures the skin over it by raycast.
+
     python -m fullbody_ik.benchmarks.wild_sweep [--characters NAME,...] [--clips NAME,...] [--limit N]
-        [--corpus DIR] [--out DIR] [--jobs N] [--timeout S] [--resume]
+        [--corpus DIR] [--out DIR] [--jobs N] [--timeout S] [--resume] [--terrain terraces|slope|noise|dem]
 """
 
 import argparse
@@ -28,11 +32,14 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SHARED_CHARACTERS = os.path.join(REPO, "data", "characters")
 SHARED_BVH = os.path.join(REPO, "data", "bvh")
 CHARACTER_EXT = (".glb", ".gltf", ".fbx", ".blend")
 CLIP_EXT = (".bvh", ".fbx", ".glb", ".gltf", ".blend")
+_PREPARING = threading.Lock()  # (one terrain file a character, made once)
 PASS_KEYS = {"target_object": "--target-object", "source_object": "--source-object", "action": "--action",
              "frames": "--frames", "bvh_scale": "--bvh-scale", "source_map": "--source-map",
              "target_map": "--target-map"}
@@ -174,18 +181,74 @@ def _json_of(stdout):
             return None
 
 
-def run_pair(char, clip, out_dir, timeout, resume=False, sheet=True, rejudge=False):
+TERRAINS = ("terraces", "slope", "noise", "dem")
+TERRAIN_OBJECT = "Terrain"
+
+
+def terrain_height(kind, size):
+    """height(x, y) (vectorized, about the character's own place) of a terrain for a character ``size`` high:
+    CMU-sized steps, slope and bumps scaled from a 1.7 m person's."""
+    from fullbody_ik.tools import scenes
+
+    s = size / 1.7
+    if kind == "terraces":  # 15 cm steps 60 cm deep, in rings: a walk in any direction climbs them
+        return lambda X, Y: s * 0.15 * np.floor(np.hypot(X, Y) / (0.6 * s) + 0.5)
+    if kind == "slope":
+        return lambda X, Y: np.tan(np.radians(10.0)) * (0.6 * X + 0.8 * Y)
+    if kind == "noise":  # +-5 cm bumps about 80 cm across
+        rng = np.random.default_rng(7)
+        k, ph = rng.normal(size=(8, 2)) * 2 * np.pi / (0.8 * s), rng.uniform(0, 2 * np.pi, 8)
+        return lambda X, Y: s * 0.0125 * sum(np.sin(k[i, 0] * X + k[i, 1] * Y + ph[i]) for i in range(8))
+    dem = scenes.height_map(0.3, 10.0)
+    return lambda X, Y: s * dem(X / s, Y / s)
+
+
+def prepare_terrain(character, kind, blend, target_object=None):
+    """(in this process, with bpy) the character and a terrain under it, made to its size, saved as ``blend``."""
+    import bpy
+
+    from fullbody_ik import cli
+    from fullbody_ik.tools import scenes
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    added, _ = cli._load(bpy, character, "character")
+    arms = [o for o in added if o.type == "ARMATURE" and (not target_object or o.name == target_object)]
+    arm = max(arms, key=lambda a: len(a.data.bones))
+    W = np.array(arm.matrix_world)
+    heads = np.array([W @ np.append(np.array(b.head_local), 1.0) for b in arm.data.bones])[:, :3]
+    size = float(np.ptp(heads[:, 2]))
+    where = heads[:, :2].mean(axis=0)
+    h = terrain_height(kind, size)
+    ground = float(heads[:, 2].min())  # (the terrain's level at the character: its lowest joint's)
+    terrain = scenes.terrain_mesh(bpy, TERRAIN_OBJECT, lambda X, Y: ground + h(X - where[0], Y - where[1]),
+                                  size=(12 * size, 12 * size), resolution=size / 34, center=where)
+    terrain.name = TERRAIN_OBJECT
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+
+
+def run_pair(char, clip, out_dir, timeout, resume=False, sheet=True, rejudge=False, terrain=None):
     py = product_python()
     name = f"{clip['slug']}__{char['slug']}"
     base = os.path.join(out_dir, name)
     row = {"pair": name, "character": char["name"], "character_path": char["path"], "clip": clip["name"],
-           "clip_path": clip["path"]}
+           "clip_path": clip["path"], "terrain": terrain}
     if resume and os.path.exists(base + ".row.json"):
         with open(base + ".row.json", encoding="utf-8") as f:
             return json.load(f)
     blend = base + ".blend"
-    cmd = [py, "-m", "fullbody_ik", "retarget", clip["path"], char["path"], "--output", blend, "--json",
-           "--clip-rate", "scene"]
+    target = char["path"]
+    if terrain:
+        target = os.path.join(out_dir, f"{char['slug']}.{terrain}.blend")
+        with _PREPARING:
+            if not os.path.exists(target):
+                code, _, err, _ = _run([py, "-m", "fullbody_ik.benchmarks.wild_sweep", "--prepare-terrain",
+                                        char["path"], terrain, target, char["options"].get("target_object") or ""],
+                                       timeout)
+                if code != 0:
+                    row.update(exit=None, error="terrain: " + _tail(err, 3))
+                    return row
+    cmd = [py, "-m", "fullbody_ik", "retarget", clip["path"], target, "--output", blend, "--json",
+           "--clip-rate", "scene"] + (["--terrain", TERRAIN_OBJECT] if terrain else [])
     for k, v in {**clip["options"], **char["options"]}.items():
         if (k in ("source_object", "action", "frames", "bvh_scale", "source_map") and k in clip["options"]) or \
                 (k in ("target_object", "target_map") and k in char["options"]):
@@ -223,7 +286,8 @@ def run_pair(char, clip, out_dir, timeout, resume=False, sheet=True, rejudge=Fal
         row["error"] = (doc or {}).get("error") or _tail(err, 3) or f"exit {code}"
     if os.path.exists(blend) and doc is not None and doc.get("report"):
         jcmd = [py, "-m", "fullbody_ik.benchmarks.retarget_judge", "--source", clip["path"], "--result", blend,
-                "--report", base + ".json", "--json", "--out", base + ".judge.json"]
+                "--report", base + ".json", "--json", "--out", base + ".judge.json"] + \
+            (["--terrain", TERRAIN_OBJECT] if terrain else [])
         jc, jout, jerr, jsecs = _run(jcmd, timeout)
         judged = _json_of(jout) if jc == 0 else None
         row["judge"] = judged
@@ -233,7 +297,7 @@ def run_pair(char, clip, out_dir, timeout, resume=False, sheet=True, rejudge=Fal
         if sheet:
             scmd = [py, "-m", "fullbody_ik.benchmarks.contact_sheet", blend, "--report", base + ".json",
                     "--count", "4", "--span", "0.3-0.7", "--size", "240", "--label", f"{clip['slug']} on "
-                    f"{char['slug']}", "-o", base + ".sheet.png"]
+                    f"{char['slug']}", "-o", base + ".sheet.png"] + (["--terrain", TERRAIN_OBJECT] if terrain else [])
             sc, sout, serr, _ = _run(scmd, timeout)
             row["sheet"] = base + ".sheet.png" if sc == 0 and os.path.exists(base + ".sheet.png") else None
             if row["sheet"] is None:
@@ -321,7 +385,15 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="list the pairs and stop")
     ap.add_argument("--python", help="the Python whose bpy runs the product (default the repo's .venv: bpy 5.0; "
                     ".venv-5.2/bin/python for Blender 5.2)")
+    ap.add_argument("--terrain", choices=TERRAINS, help="plant each character on a terrain of this kind made to its "
+                    "size (default: its own floor)")
+    ap.add_argument("--prepare-terrain", nargs=4, metavar=("CHARACTER", "KIND", "OUT", "OBJECT"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.prepare_terrain:
+        character, kind, out, obj = args.prepare_terrain
+        prepare_terrain(character, kind, out, obj or None)
+        return 0
     if args.python:
         os.environ["FULLBODY_IK_PYTHON"] = os.path.abspath(args.python)
     chars, clips, problems = discover(args.characters, args.clips, args.corpus)
@@ -349,7 +421,7 @@ def main(argv=None):
         c, m = pairs[k]
         try:
             r = run_pair(c, m, args.out, args.timeout, args.resume and not args.rejudge, not args.no_sheets,
-                         args.rejudge)
+                         args.rejudge, args.terrain)
         except Exception as e:  # (a row, never a lost pair)
             r = {"pair": f"{m['slug']}__{c['slug']}", "character": c["name"], "clip": m["name"], "exit": None,
                  "error": f"sweep error: {type(e).__name__}: {e}"}

@@ -43,6 +43,7 @@ class Foot:
     ball: str  # "" when the rig has no toe bone
     points: list  # SolePoint: heel, ball, toe
     shin: str = ""  # the leg's last bone when it is not the foot's parent (a foot parented to the root): it follows
+    half_width: float = 0.0  # the sole's half width at the ball, from the skin (0: guessed from its length)
 
     @property
     def label(self):
@@ -114,7 +115,7 @@ def _foot(obj, side, ankle_name, ball_name=None):
         # game rig's): its sole is read from the skin that follows it
         sole_pts = _skin_sole(skin, ankle, up)
         if sole_pts is not None:
-            return _sole_foot(obj, side, ankle, sole_pts)
+            return _sole_foot(obj, side, ankle, *sole_pts)
     if length < 1e-9:
         raise RigError(f"the {side} foot {ankle_name!r}: its ball is straight below the ankle (no forward direction)")
     forward /= length
@@ -128,10 +129,19 @@ def _foot(obj, side, ankle_name, ball_name=None):
     if toe_pt is None:
         toe_pt = ball_pt + forward * length * 0.35
     sole = min(ball_pt @ up, toe_pt @ up)  # the sole's height: the lowest of ball and toe tip in the rest pose,
-    if skin is not None:  # or the underside of the skin that follows the foot (bones run inside it, 1-4 cm up)
+    heel_pt, half_width = head - 0.2 * length * forward, 0.0  # the heel a fifth of the foot behind the ankle
+    if skin is not None:  # or, where the character has skin, the underside of the skin that follows the foot
+        # (bones run inside it, 1-4 cm up) and its reach: a skinned foot may be twice its bones' length
         sole = float((skin @ up).min())
+        back, front, half_width = _footprint(skin, head, forward, up)
+        if ball is None:  # the ball where a foot bends, 72 % of the way to the toe tip (the bone may overreach)
+            ball_pt = head + (back + 0.72 * (front - back)) * forward
+        if back < 0.0:
+            heel_pt = head + back * forward
+        ball_at = float((ball_pt - head) @ forward)
+        toe_pt = head + max(front, ball_at + 0.1 * (ball_at - back)) * forward
     on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731
-    heel_pt = on_sole(head - 0.2 * length * forward)
+    heel_pt = on_sole(heel_pt)
     points = []
     # Heel and ball on the foot bone (the ball's sides too: the metatarsal heads are the foot's, not the toes'):
     # the foot bone is then held whole by its sole points, its roll included; the toe tip on the toe bone.
@@ -139,7 +149,8 @@ def _foot(obj, side, ankle_name, ball_name=None):
                           ("toe", on_sole(toe_pt), ball or ankle)):
         M = np.array(bone.matrix_local)
         points.append(SolePoint(name, bone.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
-    return Foot(side, ankle.name, ball.name if ball is not None else "", points, _detached_leg(obj, ankle, length))
+    return Foot(side, ankle.name, ball.name if ball is not None else "", points, _detached_leg(obj, ankle, length),
+                half_width)
 
 
 def _height(obj, up):
@@ -158,35 +169,52 @@ def _foot_skin(obj, ankle, ball, foot_length):
     return skin
 
 
+def _sole_band(pts, head, up):
+    """The lowest part of a foot's skin ``pts``: within a quarter of the ankle's height over its underside."""
+    h = pts @ up
+    sole = float(h.min())
+    return pts[h <= sole + 0.25 * max(float(head @ up) - sole, 1e-9)], sole
+
+
+def _footprint(pts, head, forward, up):
+    """(back, front, half width) of a foot's skin ``pts``: how far its lowest part reaches behind (negative) and
+    ahead of the ankle ``head`` along ``forward``, and half its width across (where the foot is widest: the
+    ball's)."""
+    low, _ = _sole_band(pts, head, up)
+    along, across = (low - head) @ forward, (low - head) @ np.cross(forward, up)
+    return float(along.min()), float(along.max()), float(np.ptp(across) / 2)
+
+
 def _skin_sole(pts, ankle, up):
-    """(heel, ball, toe) armature-space points of a foot read from its skin ``pts``: its lowest part, along its
-    longest horizontal extent, forward where it reaches furthest from the ankle; or None without such skin."""
+    """((heel, ball, toe) armature-space points, half width) of a foot read from its skin ``pts``: its lowest part,
+    along its longest horizontal extent, forward where it reaches furthest from the ankle; or None without such
+    skin."""
     if pts is None:
         return None
     head = np.array(ankle.head_local)
-    h = pts @ up
-    sole = float(h.min())
-    low = pts[h <= sole + 0.25 * max(float(head @ up) - sole, 1e-9)]
+    low, sole = _sole_band(pts, head, up)
     flat = (low - head) - np.outer((low - head) @ up, up)
     _, _, vt = np.linalg.svd(flat - flat.mean(axis=0), full_matrices=False)
     axis = vt[0] - (vt[0] @ up) * up
     axis /= max(np.linalg.norm(axis), 1e-12)
     along = flat @ axis
     if -along.min() > along.max():
-        axis, along = -axis, -along
-    if along.max() - along.min() < 1e-9:
+        axis = -axis
+    back, front, half_width = _footprint(pts, head, axis, up)
+    if front - back < 1e-9:
         return None
     on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731
-    heel, toe = on_sole(head + along.min() * axis), on_sole(head + along.max() * axis)
-    return heel, heel + 0.72 * (toe - heel), toe
+    heel, toe = on_sole(head + back * axis), on_sole(head + front * axis)
+    return (heel, heel + 0.72 * (toe - heel), toe), half_width
 
 
-def _sole_foot(obj, side, ankle, skin):
-    points = []
-    for name, p in zip(("heel", "ball", "toe"), skin):
+def _sole_foot(obj, side, ankle, points, half_width):
+    out = []
+    for name, p in zip(("heel", "ball", "toe"), points):
         M = np.array(ankle.matrix_local)
-        points.append(SolePoint(name, ankle.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
-    return Foot(side, ankle.name, "", points, _detached_leg(obj, ankle, float(np.linalg.norm(skin[2] - skin[0]))))
+        out.append(SolePoint(name, ankle.name, (np.linalg.inv(M) @ np.append(p, 1.0))[:3], p))
+    return Foot(side, ankle.name, "", out, _detached_leg(obj, ankle, float(np.linalg.norm(points[2] - points[0]))),
+                half_width)
 
 
 def _detached_leg(obj, ankle, foot_length):

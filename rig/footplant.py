@@ -254,7 +254,8 @@ class SoleSampler:
             pts = {p.name: p for p in foot.points}
             heel, ball, toe = pts["heel"].rest, pts["ball"].rest, pts["toe"].rest
             side = np.cross(ball - heel, up)
-            side *= 0.35 * np.linalg.norm(toe - heel) / max(np.linalg.norm(side), 1e-12)
+            width = foot.half_width or 0.35 * np.linalg.norm(toe - heel)  # (from the skin, else from the length)
+            side *= width / max(np.linalg.norm(side), 1e-12)
             for name in POINT_NAMES:
                 if name in pts:
                     p = pts[name]
@@ -1063,8 +1064,8 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
 
         if spread(0.0) < 0.02:
             continue
-        steps = np.ravel(np.column_stack([np.arange(1, 121), -np.arange(1, 121)])) * 0.01
-        steps = steps[np.abs(steps) <= 1.2 * length]
+        reach = np.arange(1, int(120 * length) + 1) * 0.01  # centimetre steps up to 1.2 foot lengths either way
+        steps = np.ravel(np.column_stack([reach, -reach]))
         best = next((d for d in steps if spread(d) < 0.01), None)
         if best is None and spread(0.0, True) >= 0.01:  # no level spot near (a bumpy ground), and the foot
             # across an edge there (its heights far from a curve): the nearest spot where they follow one
@@ -1327,6 +1328,18 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         gap = points[:, cols, 2] - h[:, cols]
         gap_rel = points[:, cols, 2] - (h[:, cols] + np.maximum(plan_.clearance[:, cols], 0.0))
         pen = np.where(c, np.maximum(-gap, 0.0), np.nan)
+        # and between them, as the foot touches: a sole across a step edge (its heel below, its ball above) has
+        # every point on a tread and its middle in the riser
+        between = _sole_probes([names[j] for j in cols])[len(cols):]
+        touching = np.flatnonzero(c.any(axis=1))
+        if len(between) and len(touching):
+            Q = np.einsum("rp,fpk->frk", between, points[touching][:, cols])
+            top = np.max(np.where(np.isfinite(h[touching][:, cols]), h[touching][:, cols], -np.inf), axis=1)
+            lift = 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)  # (rays from over the foot
+            # and the highest ground under it)
+            hq = np.array([terrain.below(q, np.maximum(q[:, 2], top[i]) + lift)[0] for i, q in enumerate(Q)])
+            pen = np.concatenate([pen, np.full((F, len(between)), np.nan)], axis=1)
+            pen[touching, len(cols):] = np.maximum(hq - Q[..., 2], 0.0)
         flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)  # each contact point over its place
         # The foot floats when it could come down: by its contact point nearest its place (a rigid foot under
         # which the terrain or the source's own sole is uneven has other points above theirs: point float).

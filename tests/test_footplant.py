@@ -34,6 +34,39 @@ def walk_on(height, name="ground"):
     return obj, terrain
 
 
+def test_a_skinned_foot_stands_on_its_skin_and_reaches_as_far_as_it():
+    """A boot longer than the foot's bones (its heel 10 cm behind the ankle, its tip 6 cm past the toe bone's tip,
+    its sole 1.5 cm under the bones, 11 cm wide), skinned to the foot bone: the foot's sole points are at its
+    heel, tip and underside and its width is the boot's; the bare foot keeps the points its bones give."""
+    from fullbody_ik.tools import characters
+
+    scenes.fresh(bpy)
+    obj = characters.build(bpy, "plain")[0]
+    feet = {f.side: f for f in find_feet(obj)}
+    bare = {p.name: np.array(p.rest) for p in feet["left"].points}
+    ankle = np.array(obj.data.bones[feet["left"].ankle].head_local)
+    back, front = ankle[1] + 0.10, bare["toe"][1] - 0.06  # (the character faces -Y)
+    lo, hi = np.array([ankle[0] - 0.055, front, bare["toe"][2] - 0.015]), np.array([ankle[0] + 0.055, back,
+                                                                                     ankle[2]])
+    corners = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
+    mesh = bpy.data.meshes.new("boot")
+    mesh.from_pydata(corners, [], [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4),
+                                   (1, 5, 7, 3)])
+    boot = bpy.data.objects.new("boot", mesh)
+    bpy.context.scene.collection.objects.link(boot)
+    boot.matrix_world = obj.matrix_world.copy()
+    boot.modifiers.new("armature", "ARMATURE").object = obj
+    boot.vertex_groups.new(name=feet["left"].ankle).add(list(range(8)), 1.0, "REPLACE")
+    bpy.context.view_layer.update()
+    shod = {f.side: f for f in find_feet(obj)}
+    at = {p.name: np.array(p.rest) for p in shod["left"].points}
+    assert abs(at["heel"][1] - back) < 1e-3 and abs(at["toe"][1] - front) < 1e-3, (at, back, front)
+    assert all(abs(p[2] - lo[2]) < 1e-4 for p in at.values()), at
+    assert abs(shod["left"].half_width - 0.055) < 1e-3, shod["left"].half_width
+    assert all(np.allclose(p.rest, q.rest) for p, q in zip(shod["right"].points, feet["right"].points))
+    assert feet["right"].half_width == shod["right"].half_width == 0.0
+
+
 def test_feet_given_by_hand_must_be_a_left_and_a_right_one():
     scenes.fresh(bpy)
     obj, _, _ = scenes.import_cmu(bpy, "02_01")
