@@ -68,9 +68,54 @@ def test_retargeting_onto_a_slope_plants_every_contact_on_it():
         assert len(g) > 10 and abs(np.median(g)) < 2e-3 and np.min(g) > -4e-3, (side, np.percentile(g, [0, 50, 100]))
 
 
-def _flat_foot_skin_gaps(source, target, first, last, height):
+def _boot(obj, foot, back, front, width, below):
+    """A box skinned to ``foot`` (rig.feet.Foot) from ``back`` behind its ankle to ``front`` past its toe tip (along
+    -Y, where the character faces), ``width`` across and ``below`` under its sole points: a long shoe."""
+    ankle = np.array(obj.data.bones[foot.ankle].head_local)
+    toe = np.array(next(p.rest for p in foot.points if p.name == "toe"))
+    lo = np.array([ankle[0] - width / 2, toe[1] - front, toe[2] - below])
+    hi = np.array([ankle[0] + width / 2, ankle[1] + back, ankle[2]])
+    corners = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
+    mesh = bpy.data.meshes.new("boot")
+    mesh.from_pydata(corners, [], [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4),
+                                   (1, 5, 7, 3)])
+    boot = bpy.data.objects.new("boot", mesh)
+    bpy.context.scene.collection.objects.link(boot)
+    boot.matrix_world = obj.matrix_world.copy()
+    boot.modifiers.new("armature", "ARMATURE").object = obj
+    group = boot.vertex_groups.new(name=foot.ankle)
+    group.add(list(range(8)), 1.0, "REPLACE")
+    return boot
+
+
+def test_long_boots_on_short_treads_stand_on_them_or_the_report_says_so():
+    """A character in boots 45 cm long (skinned to its feet, past its bones both ways), CMU's walk retargeted up
+    stairs whose treads are 35 cm deep: a boot may not fit a tread. At every frame the source's foot stands flat,
+    the boot's underside is on the stairs, never in a step by more than 1.5 cm, or the report fails the job (a boot
+    across an edge stood in the riser with every sole point on a tread, and the report said OK)."""
+    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.tools import characters
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = characters.build(bpy, "plain")[0]
+    boots = {f.side: _boot(target, f, 0.12, 0.08, 0.11, 0.02) for f in humanoid_feet(target, map_humanoid(target))}
+    height = scenes.stairs(0.12, 0.35, along=(0.0, -1.0), start=-0.6)
+    scenes.terrain_mesh(bpy, "ground", height, size=(12, 12), resolution=0.02)
+    bpy.context.view_layer.update()
+    last = first + 120
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, last, terrain=["ground"]))
+    deepest = {}
+    for side, gaps in _flat_foot_skin_gaps(source, target, first, last, height, boots).items():
+        assert len(gaps) > 10, side
+        deepest[side] = min(gaps)
+    assert not report.ok or min(deepest.values()) > -0.015, (deepest, report.text())
+
+
+def _flat_foot_skin_gaps(source, target, first, last, height, meshes=None):
     """{side: [the lowest gap between the foot's skin (vertices weighted mostly to its bones, as Blender deforms
-    them) and the ground ``height(x, y)`` at each frame the source's foot stands flat (heel and toe down)]}."""
+    them; of ``meshes`` {side: mesh object} when given) and the ground ``height(x, y)`` at each frame the source's
+    foot stands flat (heel and toe down)]}."""
     from fullbody_ik.rig.footplant import sample_motion
     from fullbody_ik.rig.retarget import humanoid_feet
 
@@ -78,10 +123,11 @@ def _flat_foot_skin_gaps(source, target, first, last, height):
     sf, tf = humanoid_feet(source, map_humanoid(source)), humanoid_feet(target, map_humanoid(target))
     motion = sample_motion(bpy.context.scene, source, sf, frames)
     col = {(sf[k].side, n): j for j, (k, n, _, _) in enumerate(motion.sampler.specs)}
-    mesh = next(o for o in bpy.data.objects if o.type == "MESH" and any(
+    skin = next(o for o in bpy.data.objects if o.type == "MESH" and any(
         m.type == "ARMATURE" and m.object == target for m in o.modifiers))
     gaps = {}
     for foot in tf:
+        mesh = meshes[foot.side] if meshes else skin
         bones = {foot.ankle, foot.ball} - {""}
         groups = {g.index for g in mesh.vertex_groups if g.name in bones}
         idx = [v.index for v in mesh.data.vertices
