@@ -78,3 +78,18 @@ def numeric_jacobian(f, q, eps=1e-6):
 
 def rotation_difference(A, B):
     return float(np.linalg.norm(log_so3(A @ B.T)))
+
+
+def skinned_box(bpy, obj, bone, lo, hi, name="box"):
+    """A box mesh from corner ``lo`` to ``hi`` (the armature's space) skinned wholly to ``bone`` of armature ``obj``
+    by an Armature modifier: a shoe, say."""
+    corners = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(corners, [], [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4),
+                                   (1, 5, 7, 3)])
+    box = bpy.data.objects.new(name, mesh)
+    bpy.context.scene.collection.objects.link(box)
+    box.matrix_world = obj.matrix_world.copy()
+    box.modifiers.new("armature", "ARMATURE").object = obj
+    box.vertex_groups.new(name=bone).add(list(range(8)), 1.0, "REPLACE")
+    return box

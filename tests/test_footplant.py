@@ -39,6 +39,7 @@ def test_a_skinned_foot_stands_on_its_skin_and_reaches_as_far_as_it():
     its sole 1.5 cm under the bones, 11 cm wide), skinned to the foot bone: the foot's sole points are at its
     heel, tip and underside and its width is the boot's; the bare foot keeps the points its bones give."""
     from fullbody_ik.tools import characters
+    from helpers import skinned_box
 
     scenes.fresh(bpy)
     obj = characters.build(bpy, "plain")[0]
@@ -48,15 +49,7 @@ def test_a_skinned_foot_stands_on_its_skin_and_reaches_as_far_as_it():
     back, front = ankle[1] + 0.10, bare["toe"][1] - 0.06  # (the character faces -Y)
     lo, hi = np.array([ankle[0] - 0.055, front, bare["toe"][2] - 0.015]), np.array([ankle[0] + 0.055, back,
                                                                                      ankle[2]])
-    corners = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
-    mesh = bpy.data.meshes.new("boot")
-    mesh.from_pydata(corners, [], [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4),
-                                   (1, 5, 7, 3)])
-    boot = bpy.data.objects.new("boot", mesh)
-    bpy.context.scene.collection.objects.link(boot)
-    boot.matrix_world = obj.matrix_world.copy()
-    boot.modifiers.new("armature", "ARMATURE").object = obj
-    boot.vertex_groups.new(name=feet["left"].ankle).add(list(range(8)), 1.0, "REPLACE")
+    skinned_box(bpy, obj, feet["left"].ankle, lo, hi, "boot")
     bpy.context.view_layer.update()
     shod = {f.side: f for f in find_feet(obj)}
     at = {p.name: np.array(p.rest) for p in shod["left"].points}

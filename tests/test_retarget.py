@@ -71,21 +71,12 @@ def test_retargeting_onto_a_slope_plants_every_contact_on_it():
 def _boot(obj, foot, back, front, width, below):
     """A box skinned to ``foot`` (rig.feet.Foot) from ``back`` behind its ankle to ``front`` past its toe tip (along
     -Y, where the character faces), ``width`` across and ``below`` under its sole points: a long shoe."""
+    from helpers import skinned_box
+
     ankle = np.array(obj.data.bones[foot.ankle].head_local)
     toe = np.array(next(p.rest for p in foot.points if p.name == "toe"))
-    lo = np.array([ankle[0] - width / 2, toe[1] - front, toe[2] - below])
-    hi = np.array([ankle[0] + width / 2, ankle[1] + back, ankle[2]])
-    corners = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
-    mesh = bpy.data.meshes.new("boot")
-    mesh.from_pydata(corners, [], [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4),
-                                   (1, 5, 7, 3)])
-    boot = bpy.data.objects.new("boot", mesh)
-    bpy.context.scene.collection.objects.link(boot)
-    boot.matrix_world = obj.matrix_world.copy()
-    boot.modifiers.new("armature", "ARMATURE").object = obj
-    group = boot.vertex_groups.new(name=foot.ankle)
-    group.add(list(range(8)), 1.0, "REPLACE")
-    return boot
+    return skinned_box(bpy, obj, foot.ankle, (ankle[0] - width / 2, toe[1] - front, toe[2] - below),
+                       (ankle[0] + width / 2, ankle[1] + back, ankle[2]), "boot")
 
 
 def test_long_boots_on_short_treads_stand_on_them_or_the_report_says_so():
