@@ -194,7 +194,7 @@ def terrain_height(kind, size):
     if kind == "terraces":  # 15 cm steps 60 cm deep, in rings: a walk in any direction climbs them
         return lambda X, Y: s * 0.15 * np.floor(np.hypot(X, Y) / (0.6 * s) + 0.5)
     if kind == "slope":
-        return lambda X, Y: np.tan(np.radians(10.0)) * (0.6 * X + 0.8 * Y)
+        return scenes.slope(10.0, along=(0.6, 0.8))
     if kind == "noise":  # +-5 cm bumps about 80 cm across
         rng = np.random.default_rng(7)
         k, ph = rng.normal(size=(8, 2)) * 2 * np.pi / (0.8 * s), rng.uniform(0, 2 * np.pi, 8)

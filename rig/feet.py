@@ -43,7 +43,7 @@ class Foot:
     ball: str  # "" when the rig has no toe bone
     points: list  # SolePoint: heel, ball, toe
     shin: str = ""  # the leg's last bone when it is not the foot's parent (a foot parented to the root): it follows
-    half_width: float = 0.0  # the sole's half width at the ball, from the skin (0: guessed from its length)
+    half_width: float = 0.0  # the sole's half width where widest, from the skin (0: guessed from its length)
 
     @property
     def label(self):
@@ -110,8 +110,9 @@ def _foot(obj, side, ankle_name, ball_name=None):
     ball_pt = np.array(ball.head_local) if ball is not None else np.array(ankle.tail_local)
     forward = flat(ball_pt - head)
     length = np.linalg.norm(forward)
-    skin = _foot_skin(obj, ankle, ball, max(length, 0.06 * _height(obj, up)))
-    if ball is None and length < 0.06 * _height(obj, up):  # a foot bone with no toe and no length of its own (a
+    short = 0.06 * _height(obj, up)  # a foot bone shorter than this has no length of its own
+    skin = _foot_skin(obj, ankle, ball, max(length, short))
+    if ball is None and length < short:  # a foot bone with no toe and no length of its own (a
         # game rig's): its sole is read from the skin that follows it
         sole_pts = _skin_sole(skin, ankle, up)
         if sole_pts is not None:
@@ -132,8 +133,8 @@ def _foot(obj, side, ankle_name, ball_name=None):
     heel_pt, half_width = head - 0.2 * length * forward, 0.0  # the heel a fifth of the foot behind the ankle
     if skin is not None:  # or, where the character has skin, the underside of the skin that follows the foot
         # (bones run inside it, 1-4 cm up) and its reach: a skinned foot may be twice its bones' length
-        sole = float((skin @ up).min())
-        back, front, half_width = _footprint(skin, head, forward, up)
+        low, sole = _sole_band(skin, head, up)
+        back, front, half_width = _footprint(low, head, forward, up)
         if ball is None:  # the ball where a foot bends, 72 % of the way to the toe tip (the bone may overreach)
             ball_pt = head + (back + 0.72 * (front - back)) * forward
         if back < 0.0:
@@ -176,11 +177,10 @@ def _sole_band(pts, head, up):
     return pts[h <= sole + 0.25 * max(float(head @ up) - sole, 1e-9)], sole
 
 
-def _footprint(pts, head, forward, up):
-    """(back, front, half width) of a foot's skin ``pts``: how far its lowest part reaches behind (negative) and
+def _footprint(low, head, forward, up):
+    """(back, front, half width) of a sole band ``low`` (_sole_band): how far it reaches behind (negative) and
     ahead of the ankle ``head`` along ``forward``, and half its width across (where the foot is widest: the
     ball's)."""
-    low, _ = _sole_band(pts, head, up)
     along, across = (low - head) @ forward, (low - head) @ np.cross(forward, up)
     return float(along.min()), float(along.max()), float(np.ptp(across) / 2)
 
@@ -200,7 +200,7 @@ def _skin_sole(pts, ankle, up):
     along = flat @ axis
     if -along.min() > along.max():
         axis = -axis
-    back, front, half_width = _footprint(pts, head, axis, up)
+    back, front, half_width = _footprint(low, head, axis, up)
     if front - back < 1e-9:
         return None
     on_sole = lambda p: p + (sole - p @ up) * up  # noqa: E731

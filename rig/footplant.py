@@ -1337,7 +1337,8 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
             top = np.max(np.where(np.isfinite(h[touching][:, cols]), h[touching][:, cols], -np.inf), axis=1)
             lift = 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)  # (rays from over the foot
             # and the highest ground under it)
-            hq = np.array([terrain.below(q, np.maximum(q[:, 2], top[i]) + lift)[0] for i, q in enumerate(Q)])
+            hq = terrain.below(Q.reshape(-1, 3), (np.maximum(Q[..., 2], top[:, None]) + lift).ravel())[0]
+            hq = hq.reshape(Q.shape[:2])
             pen = np.concatenate([pen, np.full((F, len(between)), np.nan)], axis=1)
             pen[touching, len(cols):] = np.maximum(hq - Q[..., 2], 0.0)
         flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)  # each contact point over its place
