@@ -22,10 +22,10 @@ from .armature import (
     RigError, ShownState, bone_scales, channelbags, frame_origins, limit_violations, poses_from_basis,
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
 )
-from .controls import as_followed, control_notes, deform_followers, location_controls, switch_notes
+from .controls import as_followed, deform_followers, location_controls
 from .evaluation import evaluating_only
-from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, settings_tracker, settings_tree,
-                    stay_near, stay_weights, world_scale)
+from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, goal_notes, settings_tracker,
+                    settings_tree, stay_near, stay_weights, world_scale)
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -850,8 +850,7 @@ class Baker:
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,
                                         missed.any(axis=1) & ~np.array(self.success, dtype=bool), self.goal_index)
-            bones = goal_bones(self.obj)
-            report.hints = switch_notes(self.obj, bones) + control_notes(self.obj, bones) + report.hints
+            report.hints = goal_notes(self.obj) + report.hints
         keep_report(action, report)
         return report
 

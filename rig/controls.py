@@ -2,12 +2,21 @@
 """A control rig's controls: the bones an animator poses (a generated Rigify rig's IK controls, its torso), how
 goals on them move them, and the switches that decide whether its limbs follow them."""
 
+import re
+
 import numpy as np
 
-from .armature import constrained
+from .armature import constrained, shown_matrices
 from .structure import side_of
 
 ARM_WORDS, LEG_WORDS = ("hand", "forearm", "upper_arm", "arm"), ("foot", "toe", "shin", "thigh", "leg")
+MECHANISM = ("MCH-", "ORG-", "DEF-")  # a control rig's bones no animator keys (Rigify's names)
+# Constraints that set a bone's rotation, whatever its keys say (a Copy Location leaves it the bone's own).
+OVERRIDING = {"COPY_ROTATION", "COPY_TRANSFORMS", "DAMPED_TRACK", "TRACK_TO", "LOCKED_TRACK", "STRETCH_TO",
+              "ARMATURE", "CHILD_OF", "ACTION", "TRANSFORM", "IK", "SPLINE_IK"}
+# Constraints that put a bone where their targets are, whatever its parent does (at full influence): a control
+# rig's mechanism copying its controls.
+REPLACING = {"COPY_TRANSFORMS", "ARMATURE", "CHILD_OF"}
 
 
 def location_controls(obj, names):
@@ -21,7 +30,7 @@ def location_controls(obj, names):
     for name in names or ():
         bone, pb = obj.data.bones.get(name), obj.pose.bones.get(name)
         if bone is None or bone.use_deform or bone.use_connect or all(pb.lock_location) or \
-                name.upper().startswith(("MCH-", "ORG-", "DEF-")) or constrained(pb):
+                name.upper().startswith(MECHANISM) or constrained(pb):
             continue
         if name in followed or any(c.name in followed for c in bone.children_recursive):
             out.add(name)
@@ -31,14 +40,60 @@ def location_controls(obj, names):
 def control_freedom(obj, bones):
     """(free, fixed) bone names for solving ``bones`` (the goals' and a dragged one): each control among them
     (location_controls) free to move and turn, as an animator moves it, and what hangs above it kept (the rig's
-    mechanism and root), unless another of the bones needs it."""
+    mechanism and root), unless another of the bones needs it; on a control rig, the mechanism between a bone and
+    the controls above it kept too (mechanism)."""
     free = location_controls(obj, bones)
     above = {a.name for name in free for a in obj.data.bones[name].parent_recursive}
     needed = set()
+    kept, beyond = mechanism(obj, set(bones or ()) - free)
     for name in set(bones or ()) - free:
         if name in obj.data.bones:
             needed |= {name} | {a.name for a in obj.data.bones[name].parent_recursive}
-    return free, above - needed
+    return free, (above - needed) | kept | beyond
+
+
+def mechanism(obj, bones):
+    """(kept, beyond) for the chains above ``bones`` on a control rig (one whose constraints pose bones): ``kept``
+    the mechanism bones on them, which keep the pose Blender gives them (a Rigify FK hand control's chain runs
+    through MCH- bones no animator keys); ``beyond`` the bones above a mechanism bone that a constraint puts where
+    its targets are whatever its parents do (Rigify's ORG-shoulder copies the shoulder control): turning them
+    would move nothing Blender shows, unless another of ``bones`` hangs from them below such a bone (a goal on the
+    torso as well as the hand). A plain skeleton (no such constraint) has none."""
+    bones_ = obj.data.bones
+    pose = obj.pose.bones
+    if not any(overridden(pb) for pb in pose):
+        return set(), set()
+    named = control_rig(obj)  # (its MCH-, ORG- and DEF- bones are mechanism, constrained or not)
+    kept, beyond, reach = set(), set(), set()
+    for name in bones or ():
+        if name not in bones_:
+            continue
+        for b in bones_[name].parent_recursive:
+            pb = pose[b.name]
+            if not (overridden(pb) or named and b.name.upper().startswith(MECHANISM)):
+                reach.add(b.name)
+                continue
+            kept.add(b.name)
+            if any(c.type in REPLACING and c.influence >= 1.0 for c in _acting(pb)):
+                beyond |= {a.name for a in b.parent_recursive}
+                break
+    return kept, beyond - reach
+
+
+def _acting(pose_bone):
+    """The constraints acting on ``pose_bone`` (enabled, with influence)."""
+    return [c for c in pose_bone.constraints if c.enabled and c.influence > 0.0]
+
+
+def overridden(pose_bone):
+    """Whether a constraint sets ``pose_bone``'s rotation (its keys do not)."""
+    return any(c.type in OVERRIDING for c in _acting(pose_bone))
+
+
+def control_rig(obj):
+    """Whether ``obj`` is a control rig: some of its bones copy others whole (a generated Rigify rig's ORG- and
+    DEF- bones copy its controls and mechanism)."""
+    return any(c.type in REPLACING and c.influence >= 1.0 for pb in obj.pose.bones for c in _acting(pb))
 
 
 def switch_notes(obj, bones):
@@ -122,3 +177,89 @@ def control_notes(obj, bones):
                      + (f"the control that moves it ({', '.join(repr(c) for c in controls)})" if controls else
                         "the control that moves it"))
     return notes
+
+
+def carriers(obj, bones):
+    """{bone: (control, K)} for each of ``bones`` that a control rig's constraints pose (a Rigify DEF-hand): the
+    control that carries it as Blender shows it now, and the bone's matrix in that control's (bone = control @ K,
+    armature space). Found by turning each control near it (its head within 2 % of the armature's size of the
+    bone's, on its side; not a mechanism or deform bone) a little, and moving it where an animator moves it
+    (location_controls), and keeping those the bone follows rigidly (the hand's IK control with the arm in IK,
+    its FK one in FK, and its tweak control in either); of those, the ones named as the bone first (a toe's toe
+    control before the foot's spin control at its head), then the one whose turn stretches the deforming bones
+    least (a tweak drags the hand and stretches the forearm). A bone no control carries is left out (a goal on it
+    is judged as shown, and control_notes names what moves it). The pose is left as it was."""
+    import bpy
+
+    pose, data = obj.pose.bones, obj.data.bones
+    driven = [n for n in sorted(bones or ()) if n in pose and overridden(pose[n])]
+    if not driven:
+        return {}
+    size = _size(obj)
+    controls = [b for b in data if not b.use_deform and not b.name.upper().startswith(MECHANISM)
+                and not overridden(pose[b.name])]
+    movable = location_controls(obj, [b.name for b in controls])
+    layer = bpy.context.view_layer
+    obj.update_tag()  # (a switch set from Python, Rigify's IK_FK, tags nothing)
+    layer.update()
+    M0 = shown_matrices(obj)
+    deform = np.array([b.use_deform for b in data])
+    length = np.linalg.norm(M0[deform, :3, :3], axis=1)
+    out = {}
+    for name in driven:
+        head, words, i = np.array(data[name].head_local), _words(name), pose.find(name)
+        found = []
+        for c in controls:
+            if side_of(c.name) != side_of(name) or np.linalg.norm(np.array(c.head_local) - head) > 0.02 * size:
+                continue
+            j = pose.find(c.name)
+            M1 = _nudged(layer, pose[c.name], M0, 0.0)
+            if not _carried(M0, M1, i, j, size):
+                continue
+            if c.name in movable and not _carried(M0, _nudged(layer, pose[c.name], M0, 0.01 * size), i, j, size):
+                continue
+            stretch = float(np.abs(np.linalg.norm(M1[deform, :3, :3], axis=1) - length).max(initial=0.0))
+            found.append((not words & _words(c.name), stretch, c.name))
+        if found:
+            control = min(found)[2]
+            out[name] = (control, np.linalg.solve(M0[pose.find(control)], M0[i]))
+    layer.update()  # (every control put back)
+    return out
+
+
+def _words(name):
+    """The words of a bone's name without its mechanism prefix, side and numbers (DEF-toe.R: {'toe'})."""
+    low = name.lower()
+    low = low[4:] if low.upper().startswith(MECHANISM) else low
+    return {w for w in re.split(r"[^a-z]+", low) if len(w) > 1 and w not in ("left", "right")}
+
+
+def _carried(M0, M1, i, j, size):
+    """Whether bone ``i`` moved from ``M0`` to ``M1`` (the rig's matrices) as if fixed to bone ``j``."""
+    carried = M1[j] @ np.linalg.solve(M0[j], M0[i])
+    return bool(np.abs(M1[i] - M0[i]).max() > 1e-4 * size and np.abs(carried[:3, 3] - M1[i, :3, 3]).max() <= 1e-4 * size
+                and np.abs(carried[:3, :3] - M1[i, :3, :3]).max() <= 2e-3)
+
+
+def _nudged(layer, pb, shown, move):
+    """The rig's matrices (``shown``: as they are now) with the control ``pb`` turned 3 degrees about its head, or
+    with ``move``, moved that far toward the middle of the armature (a limb's IK control shortens the limb, which
+    its IK's stretch leaves alone); the control is put back (the rig updated with it back at the next nudge, or by
+    the caller)."""
+    from mathutils import Matrix
+
+    M = shown[pb.id_data.pose.bones.find(pb.name)]
+    head = M[:3, 3]
+    N = np.eye(4)
+    if move:
+        inward = np.mean(shown[:, :3, 3], axis=0) - head
+        N[:3, 3] = move * inward / max(float(np.linalg.norm(inward)), 1e-12)
+    else:
+        N[:3, :3] = np.array(Matrix.Rotation(np.radians(3.0), 3, (0.577, 0.577, 0.577)))
+        N[:3, 3] = head - N[:3, :3] @ head
+    basis = pb.matrix_basis.copy()
+    pb.matrix_basis = basis @ Matrix((np.linalg.solve(M, N @ M)).tolist())  # (N in the pose's space, as a basis)
+    layer.update()
+    out = shown_matrices(pb.id_data)
+    pb.matrix_basis = basis
+    return out

@@ -10,8 +10,8 @@ from ..solvers.objectives.base import MAX_COORDINATE
 from .armature import (
     RigError, build_tree, channelbags, read_pose, scaled_bones, shown_matrices, shown_state, write_pose,
 )
-from .controls import (as_followed, control_freedom, control_notes, deform_followers, location_controls,
-                       switch_notes)
+from .controls import (as_followed, carriers, control_freedom, control_notes, deform_followers, location_controls,
+                       overridden, switch_notes)
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -51,8 +51,7 @@ GOAL_KINDS = {k.name: k for k in (
              retarget=lambda o, T, R: aimed(o, position=aimed(o.position, target=T[:3, 3].copy()),
                                              orientation=aimed(o.orientation, target=R))),
     GoalKind("LOOK_AT", "Look At", "Point an axis of the bone at the target", "rad",
-             lambda g, T, offset, tol, unit, c: LookAt(g.bone, T[:3, 3], axis=AXIS_VECTORS[g.look_at_axis],
-                                                       tolerance=tol, **c),
+             lambda g, T, offset, tol, unit, c: LookAt(g.bone, T[:3, 3], axis=_look_axis(g), tolerance=tol, **c),
              retarget=lambda o, T, R: aimed(o, target=T[:3, 3].copy())),
     GoalKind("DISTANCE", "Distance", "Keep at least a minimum distance from the target (collision sphere)", "m",
              lambda g, T, offset, tol, unit, c: Distance(g.bone, g.min_distance * unit, point=offset,
@@ -64,6 +63,66 @@ GOAL_KINDS = {k.name: k for k in (
                                                            tolerance=tol, **c), False),
 )}
 ANGULAR_KINDS = {k.name for k in GOAL_KINDS.values() if k.unit == "rad"}
+CARRIED_KINDS = {"POSITION", "ORIENTATION", "POSE", "LOOK_AT", "DISTANCE"}  # (a goal the control's pose can meet)
+
+
+def _look_axis(goal):
+    """A Look At goal's axis in its bone's frame (a goal moved onto its control: turned into the control's)."""
+    turned = getattr(goal, "axis_vector", None)
+    return AXIS_VECTORS[goal.look_at_axis] if turned is None else turned
+
+
+class _OnControl:
+    """A goal seen on the control that carries its bone (goal_carriers): its bone the control's, the rest the
+    goal's."""
+
+    def __init__(self, goal, control, K):
+        self._goal, self.bone = goal, control
+        self.axis_vector = _unit_rotation(K) @ np.array(AXIS_VECTORS[goal.look_at_axis], dtype=float)
+
+    def __getattr__(self, name):
+        return getattr(self._goal, name)
+
+
+def _unit_rotation(K):
+    """The rotation of a 4x4 (its 3x3 without scale)."""
+    R = np.array(K, dtype=float)[:3, :3]
+    return R / np.linalg.norm(R, axis=0, keepdims=True)
+
+
+_CARRIED = {}  # armature pointer -> ((goal bones, switches), goal_carriers)
+
+
+def goal_carriers(obj):
+    """{bone: (control, K)} for the enabled goals' bones that the rig's constraints pose and a control carries
+    (controls.carriers: a goal on Rigify's DEF-hand is met by moving hand_ik, or hand_fk with the arm in FK),
+    K the bone's matrix in the control's. Found again when the goals' bones or the rig's switches (its bones'
+    number properties: Rigify's IK_FK) change."""
+    asked = {g.bone for g in obj.fullbody_ik.goals if g.enabled and g.kind in CARRIED_KINDS and g.bone in obj.pose.bones}
+    posed = frozenset(n for n in asked if overridden(obj.pose.bones[n]))
+    if not posed:
+        return {}
+    key = (posed, tuple((pb.name, k, float(v)) for pb in obj.pose.bones for k, v in pb.items()
+                        if isinstance(v, (int, float))))
+    hit = _CARRIED.get(obj.as_pointer())
+    if hit is None or hit[0] != key:
+        hit = _CARRIED[obj.as_pointer()] = (key, carriers(obj, posed))
+    return hit[1]
+
+
+def _carried(goal, carried, T, offset):
+    """(the goal as made on the bone that takes it, its target, its point in that bone): a goal whose bone a
+    control carries (``carried``: goal_carriers) on that control, its point and target turned into the control's
+    frame (bone = control @ K: the point K @ p, a target rotation R @ K_R^T)."""
+    on = carried.get(goal.bone) if goal.kind in CARRIED_KINDS else None
+    if on is None:
+        return goal, T, offset
+    control, K = on
+    point = (np.asarray(K, dtype=float) @ np.append(np.asarray(offset, dtype=float), 1.0))[:3]
+    if T is not None:
+        T = np.array(T, dtype=float)
+        T[:3, :3] = T[:3, :3] @ _unit_rotation(K).T
+    return _OnControl(goal, control, K), T, tuple(point)
 
 
 def target_matrices(obj, goals, to_armature=None, sources=None):
@@ -201,15 +260,17 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
         if goal.target is not None:
             check_not_on_the_rig(obj, goal, number)
     T = dict(zip((number for number, _ in targeted), _named_targets(obj, targeted)))
+    carried = goal_carriers(obj)
     objectives = []
     for number, goal in enabled:
         if goal.kind == "DISPLACEMENT":
             objectives.append(Displacement(q_start, weight=goal.weight, priority=goal.priority))
             continue
-        if goal.bone not in mapping.joints:
+        if carried.get(goal.bone, (goal.bone,))[0] not in mapping.joints:
             raise RigError(f"{_where(number, goal)}: bone {goal.bone!r} not found in {obj.name!r} (deleted or "
                            "renamed?)")
         offset = (0.0, obj.data.bones[goal.bone].length, 0.0) if goal.use_tail else (0.0, 0.0, 0.0)
+        goal, T[number], offset = _carried(goal, carried, T.get(number), offset)
         kind = GOAL_KINDS[goal.kind]
         tol = goal.tolerance * unit if kind.unit == "m" else max(goal.tolerance, 1e-3)
         common = dict(weight=goal.weight, priority=goal.priority)
@@ -249,6 +310,9 @@ class GoalObjectives:
             self.targeted = [enabled[i] for i in self.at]
             self.displacements = [i for i, (_, goal) in enumerate(enabled) if goal.kind == "DISPLACEMENT"]
             self.turned = [k for k, (_, goal) in enumerate(self.targeted) if goal.kind in ("ORIENTATION", "POSE")]
+            carried = goal_carriers(obj)  # (goals moved onto the controls that carry their bones: targets turned)
+            self.onto = [(k, _unit_rotation(carried[goal.bone][1]).T) for k, (_, goal) in enumerate(self.targeted)
+                         if goal.kind in CARRIED_KINDS and goal.bone in carried and k in self.turned]
             self.sources = target_sources([goal for _, goal in self.targeted])
             return self.first
         T = _named_targets(obj, self.targeted, self.sources)
@@ -258,6 +322,8 @@ class GoalObjectives:
             U, _, Vt = np.linalg.svd(T[self.turned, :3, :3])  # as as_rotation, at once
             R[self.turned] = U @ Vt
             mirrored = any(_det3(M) < 0.0 for M in R[self.turned].tolist())
+            for k, turn in self.onto:
+                R[k] = R[k] @ turn
         if mirrored or np.abs(T[:, :3, 3]).max(initial=0.0) > MAX_COORDINATE:
             return goal_objectives(obj, obj.fullbody_ik.goals, self.tree, self.mapping, q_start)  # (says why)
         out = list(self.first)
@@ -325,11 +391,22 @@ def _constraints(obj, bones):
     return tuple(out)
 
 
-def goal_bones(obj):
-    """The bones the enabled goals act on (that exist); None when a goal needs every bone (displacement)."""
+def goal_bones(obj, carried=True):
+    """The bones the enabled goals act on (that exist): with ``carried``, the control that carries a bone the
+    rig's constraints pose (goal_carriers) in its place; None when a goal needs every bone (displacement)."""
     goals = [g for g in obj.fullbody_ik.goals if g.enabled]
     names = {g.bone for g in goals if g.kind != "DISPLACEMENT" and g.bone in obj.data.bones}
+    if carried and names:
+        on = goal_carriers(obj)
+        names = {on[n][0] if n in on else n for n in names}
     return names or None
+
+
+def goal_notes(obj):
+    """Hints for goals on bones Blender does not show following them: IK controls of a limb switched to FK, and
+    bones the rig's constraints pose that no control carries."""
+    asked = goal_bones(obj, carried=False) or set()
+    return switch_notes(obj, asked) + control_notes(obj, asked - set(goal_carriers(obj)))
 
 
 # The pull of the action's own pose on a bone it animates, by how far up the chain from its nearest goal's bone
@@ -427,7 +504,7 @@ def chain_fixed(obj):
     for g in obj.fullbody_ik.goals:
         if not g.enabled or g.kind == "DISPLACEMENT" or g.bone not in obj.data.bones:
             continue
-        b, n = obj.data.bones[g.bone], 0
+        b, n = obj.data.bones[goal_carriers(obj).get(g.bone, (g.bone,))[0] if g.kind in CARRIED_KINDS else g.bone], 0
         while b is not None:
             (may if g.chain_length == 0 or n < g.chain_length else above).add(b.name)
             b, n = b.parent, n + 1
@@ -489,7 +566,7 @@ def solve_pose(obj):
             break
     result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
                                             for name, off in scaled_bones(obj, mapping).items()]
-    result.hints = [] if result.shown_success else switch_notes(obj, bones) + control_notes(obj, bones)
+    result.hints = [] if result.shown_success else goal_notes(obj)
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]
