@@ -26,13 +26,20 @@ def location_controls(obj, names):
     carry are the target of one of its constraints). A plain skeleton has none."""
     followed = {c.subtarget for pb in obj.pose.bones for c in pb.constraints
                 if getattr(c, "target", None) == obj and getattr(c, "subtarget", "")}
+    carrying = set()  # the followed bones and every bone they hang from
+    bones = obj.data.bones
+    for name in followed:
+        b = bones.get(name)
+        while b is not None and b.name not in carrying:
+            carrying.add(b.name)
+            b = b.parent
     out = set()
     for name in names or ():
-        bone, pb = obj.data.bones.get(name), obj.pose.bones.get(name)
+        bone, pb = bones.get(name), obj.pose.bones.get(name)
         if bone is None or bone.use_deform or bone.use_connect or all(pb.lock_location) or \
                 name.upper().startswith(MECHANISM) or constrained(pb):
             continue
-        if name in followed or any(c.name in followed for c in bone.children_recursive):
+        if name in carrying:
             out.add(name)
     return frozenset(out)
 
@@ -123,16 +130,20 @@ def deform_followers(obj, controls):
     deforming bone it moves, the one whose rest head is nearest its own (within 2 % of the armature's size, on its
     side): what the character shows of it (a Rigify hand control's DEF-hand)."""
     bones = obj.data.bones
+    if not controls:
+        return {}
     size = _size(obj)
     deform = [b for b in bones if b.use_deform]
+    heads = np.array([b.head_local for b in deform]).reshape(-1, 3)
+    sides = np.array([side_of(b.name) or "" for b in deform])
     out = {}
     for name in controls:
         c = bones[name]
-        near = [(float(np.linalg.norm(np.array(b.head_local) - np.array(c.head_local))), b.name) for b in deform
-                if side_of(b.name) == side_of(name)]
-        if near and min(near)[0] <= 0.02 * size:
-            d = min(near)[1]
-            out[name] = (d, np.linalg.solve(np.array(bones[d].matrix_local), np.array(c.matrix_local)))
+        d = np.linalg.norm(heads - np.array(c.head_local), axis=1)
+        d[sides != (side_of(name) or "")] = np.inf
+        if len(d) and d.min() <= 0.02 * size:
+            nearest = deform[int(np.argmin(d))].name
+            out[name] = (nearest, np.linalg.solve(np.array(bones[nearest].matrix_local), np.array(c.matrix_local)))
     return out
 
 
@@ -157,8 +168,10 @@ def as_followed(obj, matrices, followers):
 
 def _size(obj):
     """The armature's size: the largest extent of its bones' rest heads (its units)."""
-    heads = np.array([b.head_local for b in obj.data.bones]).reshape(-1, 3)
-    return float(np.ptp(heads, axis=0).max()) if len(heads) else 1.0
+    bones = obj.data.bones
+    heads = np.zeros(3 * len(bones), dtype=np.float32)
+    bones.foreach_get("head_local", heads)
+    return float(np.ptp(heads.reshape(-1, 3), axis=0).max()) if len(bones) else 1.0
 
 
 def control_notes(obj, bones):
