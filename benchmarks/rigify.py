@@ -91,9 +91,8 @@ def drag_times(bpy, steps):
 
 def bake_time(bpy, frames):
     """A bake of the four goals, targets keyed within reach, over ``frames`` frames of the rig at rest."""
-    from mathutils import Vector
-
     from fullbody_ik.rig.bake import Baker, BakeOptions
+    from fullbody_ik.tools import scenes
 
     rig, first, last = _walk(bpy, frames)
     rig.animation_data.action = None
@@ -101,16 +100,9 @@ def bake_time(bpy, frames):
         pb.location, pb.rotation_quaternion = (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
     bpy.context.view_layer.update()
     for k, (name, goal) in enumerate(zip(CONTROLS, rig.fullbody_ik.goals)):
-        target = goal.target
-        target.matrix_world = rig.matrix_world @ rig.pose.bones[name].matrix
-        target.location = rig.matrix_world @ rig.pose.bones[name].tail
-        limb = rig.pose.bones[("ORG-upper_arm." if "hand" in name else "ORG-thigh.") + name[-1]]
-        toward = (limb.head - rig.pose.bones[name].tail).normalized() * 0.08 if "hand" in name else \
-            Vector((0.0, 0.0, 0.06 + 0.01 * k))
-        for f, move in ((first, Vector()), (last, toward)):
-            bpy.context.scene.frame_set(f)
-            target.location = Vector(target.location) + move
-            target.keyframe_insert("location", frame=f)
+        goal.target.matrix_world = rig.matrix_world @ rig.pose.bones[name].matrix
+        goal.target.location = rig.matrix_world @ rig.pose.bones[name].tail
+        scenes.key_within_reach(bpy, rig, goal, first, last, k)
     bpy.ops.object.mode_set(mode="OBJECT")
     t0 = time.perf_counter()
     report = Baker(bpy.context.scene, rig, BakeOptions(first, last)).run()

@@ -324,8 +324,6 @@ def test_baking_pose_goals_on_a_generated_rigify_rigs_hands_and_feet_keys_their_
     feet lifted), default settings: every frame met as Blender shows it within 1 mm and half a degree, the deform
     hands and feet on their controls, no limb stretched, and keys only on the IK controls (never a mechanism,
     deform or original bone)."""
-    from mathutils import Vector
-
     from fullbody_ik.rig.bake import Baker, BakeOptions
     from fullbody_ik.tools import scenes
     from test_real_scenes import action_snapshot
@@ -347,15 +345,7 @@ def test_baking_pose_goals_on_a_generated_rigify_rigs_hands_and_feet_keys_their_
             collection.is_visible = True
         rig.data.bones.active = rig.data.bones[name]
         bpy.ops.fullbody_ik.goal_add(kind="POSE")
-        target = rig.fullbody_ik.goals[-1].target
-        # (within reach: a hand drawn 8 cm toward its shoulder, a foot lifted 6-7 cm)
-        limb = rig.pose.bones[("ORG-upper_arm." if "hand" in name else "ORG-thigh.") + name[-1]]
-        toward = (limb.head - rig.pose.bones[name].tail).normalized() * 0.08 if "hand" in name else \
-            Vector((0.0, 0.0, 0.06 + 0.01 * k))
-        for f, move in ((first, Vector()), (last, toward)):
-            bpy.context.scene.frame_set(f)
-            target.location = Vector(target.location) + move
-            target.keyframe_insert("location", frame=f)
+        scenes.key_within_reach(bpy, rig, rig.fullbody_ik.goals[-1], first, last, k)
     bpy.ops.object.mode_set(mode="OBJECT")
     report = Baker(bpy.context.scene, rig, BakeOptions(first, last)).run()
     assert report.ok and not report.verdict()["missed_frames"], report.text()

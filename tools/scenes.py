@@ -205,6 +205,22 @@ def rigify_walk(bpy, frames=48):
     return rig, 1, frames
 
 
+def key_within_reach(bpy, rig, goal, first, last, k=0):
+    """Key the target of ``goal`` (on a generated Rigify rig's hand or foot: a control or its deform bone) from where
+    it stands at ``first`` to a pose within reach at ``last``: a hand drawn 8 cm toward its shoulder, a foot lifted
+    6 cm and 1 cm more per ``k``."""
+    from mathutils import Vector
+
+    name, target = goal.bone, goal.target
+    limb = rig.pose.bones[("ORG-upper_arm." if "hand" in name else "ORG-thigh.") + name[-1]]
+    toward = (limb.head - rig.pose.bones[name].tail).normalized() * 0.08 if "hand" in name else \
+        Vector((0.0, 0.0, 0.06 + 0.01 * k))
+    for f, move in ((first, Vector()), (last, toward)):
+        bpy.context.scene.frame_set(f)
+        target.location = Vector(target.location) + move
+        target.keyframe_insert("location", frame=f)
+
+
 def pose_rest(bpy, obj, turns):
     """A new rest pose: each bone of ``turns`` {name: (axis index, degrees)} turned in place, about the world
     axis (0 x, 1 y, 2 z) through its head, its children with it (an A-pose from a T-pose)."""
