@@ -40,63 +40,177 @@ def rigify_controls(obj, h):
 def key_rigify(scene, obj, controls, wanted, frames, progress=None):
     """Keys a generated Rigify rig's controls, frame by frame, so that its DEF bones take ``wanted`` {DEF bone: (F,
     4, 4) armature-space matrices}: the torso carries the pelvis, the chest, neck and head turn, the arms are
-    keyed in FK; the legs are posed in FK, then their IK controls (thigh, foot, toe) are set to the poses the
-    FK gave and the legs left in IK, as animators key a Rigify walk (what the foot placement then moves). Each
-    control is set through Blender (pose_bone.matrix, the scene updated), so its mechanism is Rigify's own."""
+    keyed in FK; the legs' FK controls and their IK controls (thigh, foot, toe) are set to the same poses and the
+    legs left in IK, as animators key a Rigify walk (what the foot placement then moves). The rig's own mechanism
+    poses the DEF bones from them.
+
+    Each control is set from the pose its parent takes (control_levels): where that parent is another control, or
+    hangs from one through bones no constraint moves, from where that control is set; else as Blender shows it,
+    the rig updated once a level (three, not one update a control). A frame whose controls Blender then shows off
+    where they were set (a rig whose mechanism is not modelled so: scaled, or moved by time) is set again in
+    waves through Blender (control_waves), each control where Blender puts its parent. The keys are written once,
+    at the end."""
     import bpy
     from mathutils import Matrix
 
+    from .armature import shown_matrices
+
     pb, data = obj.pose.bones, obj.data.bones
     rest = lambda n: np.array(data[n].matrix_local)  # noqa: E731
-    props = {f"{limb}_parent{x}": limb for limb in ("upper_arm", "thigh") for x in (".L", ".R")}
+    props = {f"{limb}_parent{x}": 1.0 if limb == "upper_arm" else 0.0 for limb in ("upper_arm", "thigh")
+             for x in (".L", ".R")}  # (arms in FK, legs in IK)
     keyed = [c for _, c, _ in controls] + ["hips"]
-    layer = bpy.context.view_layer
-    # Set in waves: a control once every control it depends on (through parents and constraints) is set and the
-    # rig updated, one update a wave (five for the FK controls, two for the IK ones), not one a control.
-    fk_waves = control_waves(obj, [c for _, c, mode in controls if mode != "ik"])
-    ik_waves = control_waves(obj, [c for _, c, mode in controls if mode == "ik"])
     of = {control: (bone, np.linalg.inv(rest(bone)) @ rest(control)) for bone, control, _ in controls}  # (the
     # control's rest in its deform bone's)
+    levels = control_levels(obj, [c for _, c, _ in controls])
+    solved = ik_chains(obj)  # (controls Blender's IK poses from their keys, Rigify's thigh_ik: shown as solved)
+    waves = control_waves(obj, [c for _, c, _ in controls])
+    layer = bpy.context.view_layer
+    size = float(np.ptp(np.array([b.head_local for b in data]).reshape(-1, 3), axis=0).max())
+    for name, value in props.items():
+        pb[name]["IK_FK"] = value
+    pb["hips"].matrix_basis = Matrix.Identity(4)
+    for name in keyed:
+        pb[name].scale = (1.0, 1.0, 1.0)
+    basis = {name: np.zeros((len(frames), 4, 4)) for name in keyed}
+    rows = {name: pb.find(name) for name in keyed}
+    obj.update_tag()
+    layer.update()
+    M = shown_matrices(obj)
+    again = 0
     for i, f in enumerate(frames):
-        scene.frame_set(f)
-        for name in props:
-            pb[name]["IK_FK"] = 1.0  # FK: set and read the limbs' FK chains
-        pb["hips"].matrix_basis = Matrix.Identity(4)
-        for name in keyed:
-            pb[name].scale = (1.0, 1.0, 1.0)
-        for wave in fk_waves:
-            for control in wave:
-                bone, offset = of[control]
-                pb[control].matrix = Matrix((wanted[bone][i] @ offset).tolist())
+        scene.frame_current = f
+        target = {control: wanted[bone][i] @ offset for control, (bone, offset) in of.items()}
+        for level in levels:
+            for control, anchor, chain in level:
+                above = target[anchor] if anchor in target and anchor not in chain else \
+                    (M[rows.setdefault(anchor, pb.find(anchor))] if anchor else np.eye(4))
+                for b in chain:  # (bones no constraint moves, between the anchor and the control)
+                    above = above @ _local(data, b) @ np.array(pb[b].matrix_basis)
+                pb[control].matrix_basis = Matrix(np.linalg.solve(above @ _local(data, control),
+                                                                  target[control]).tolist())
             layer.update()
-        posed = {bone: np.array(pb[bone].matrix) for bone, _, mode in controls if mode == "ik"}
-        for name, limb in props.items():
-            if limb == "thigh":
-                pb[name]["IK_FK"] = 0.0  # the legs in IK, their controls where the FK put them
-        for wave in ik_waves:
-            for control in wave:
-                bone, offset = of[control]
-                pb[control].matrix = Matrix((posed[bone] @ offset).tolist())
-            layer.update()
+            M = shown_matrices(obj)
+        if not all(_as(M[rows[control]], target[control], size) for control in target if control not in solved):
+            again += 1  # (through Blender, each control where its parent is shown)
+            for wave in waves:
+                for control in wave:
+                    pb[control].matrix = Matrix(target[control].tolist())
+                layer.update()
+            M = shown_matrices(obj)
         for name in keyed:
-            b = pb[name]
-            b.keyframe_insert(rotation_path(b), frame=f, group=name)
-            b.keyframe_insert("location", frame=f, group=name)
-            b.keyframe_insert("scale", frame=f, group=name)
-        for name in props:
-            pb[name].keyframe_insert('["IK_FK"]', frame=f, group=name)
+            basis[name][i] = np.array(pb[name].matrix_basis)
         if progress:
             progress(0.2 * (i + 1) / len(frames))
+    _write(obj, basis, props, frames)
+    scene.frame_set(frames[0])
+    return again
 
 
-def control_waves(obj, controls):
-    """``controls`` in waves, each wave's controls depending (through their parents and their parents'
-    constraints' targets, transitively) only on those of the waves before it: setting a wave, then updating the
-    rig once, poses each control under parents already where they go."""
+def _as(shown, wanted, size):
+    """Whether a bone shown at ``shown`` (4x4) stands as ``wanted`` (a thousandth of the armature's ``size``, a tenth
+    of a degree; its scale aside)."""
+    A = shown[:3, :3] / np.linalg.norm(shown[:3, :3], axis=0, keepdims=True)
+    B = wanted[:3, :3] / np.linalg.norm(wanted[:3, :3], axis=0, keepdims=True)
+    return bool(np.abs(shown[:3, 3] - wanted[:3, 3]).max() <= 1e-3 * size and np.abs(A - B).max() <= 2e-3)
+
+
+def _local(data, name):
+    """A bone's rest matrix in its parent's (its own, parentless)."""
+    bone = data[name]
+    M = np.array(bone.matrix_local)
+    return M if bone.parent is None else np.linalg.solve(np.array(bone.parent.matrix_local), M)
+
+
+def _write(obj, basis, props, frames):
+    """Keys the controls' bases {control: (F, 4, 4)} (rotation in each one's mode, location, scale 1) and the limbs'
+    IK_FK switches at ``frames``, on the rig's action."""
+    from bpy_extras import anim_utils
+
+    from .armature import rotation_channels, rotation_path
+    from .bake import write_keys
+
+    ad = obj.animation_data
+    bag = anim_utils.action_ensure_channelbag_for_slot(ad.action, ad.action_slot)
+    fr = np.array(frames, dtype=float)
+
+    def curve(path, index, group):
+        return bag.fcurves.find(path, index=index) or bag.fcurves.new(path, index=index, group_name=group)
+
+    for name, B in basis.items():
+        pbone = obj.pose.bones[name]
+        path = rotation_path(pbone)
+        R = B[:, :3, :3] / np.linalg.norm(B[:, :3, :3], axis=1, keepdims=True)
+        values = rotation_channels(pbone.rotation_mode, R, tuple(getattr(pbone, path)))
+        for c in range(values.shape[1]):
+            write_keys(curve(f'pose.bones["{name}"].{path}', c, name), fr, values[:, c])
+        for c in range(3):
+            write_keys(curve(f'pose.bones["{name}"].location', c, name), fr, B[:, c, 3])
+            write_keys(curve(f'pose.bones["{name}"].scale', c, name), fr, np.ones(len(frames)))
+    for name, value in props.items():
+        write_keys(curve(f'pose.bones["{name}"]["IK_FK"]', 0, name), fr, np.full(len(frames), value))
+
+
+def control_levels(obj, controls):
+    """``controls`` in levels, each [(control, anchor, chain)]: the pose of a control's parent is its anchor's
+    (a control, or a bone a constraint moves, or None: the armature) times the rest offsets and bases of the bones
+    ``chain`` between them (bones no constraint moves but Copy Scale). A control whose anchor is a control is in
+    that control's level, after it (set from where that control is set); one whose anchor a constraint or an IK
+    chain moves is one level after every control that bone follows (control_waves' dependencies), so that the
+    rig, updated once a level, shows it where it goes; the rest are in the first."""
+    bones, pose = obj.data.bones, obj.pose.bones
+    wanted = set(controls)
+    deps = _dependencies(obj)
+    solved = ik_chains(obj)
+    plan, level = {}, {}
+
+    def level_of(name):
+        if name in level:
+            return level[name]
+        level[name] = 0  # (a cycle stops here)
+        chain, b = [], bones[name].parent
+        while b is not None and b.name not in wanted and b.name not in solved and not any(
+                c.enabled and c.influence > 0.0 and c.type != "COPY_SCALE" for c in pose[b.name].constraints):
+            chain.append(b.name)
+            b = b.parent
+        anchor = b.name if b is not None else None
+        if anchor in wanted and anchor not in solved:
+            n = level_of(anchor)
+        elif anchor is not None:
+            n = 1 + max((level_of(c) for c in deps(anchor) & wanted if c != name), default=-1)
+        else:
+            n = 0
+        level[name], plan[name] = n, (name, anchor, chain[::-1])
+        return n
+
+    for name in controls:
+        level_of(name)
+    depth = {n: len(bones[n].parent_recursive) for n in controls}
+    return [[plan[c] for c in sorted(controls, key=depth.get) if level[c] == n]
+            for n in range(max(level.values(), default=-1) + 1)]
+
+
+def ik_chains(obj):
+    """The bones Blender's IK constraints pose (each IK's bone and its Chain Length's parents): their pose is the
+    IK's answer, not their keys (Rigify's thigh_ik control is the root of its leg's IK chain)."""
+    out = set()
+    for pb in obj.pose.bones:
+        for c in pb.constraints:
+            if c.type == "IK" and c.enabled and c.influence > 0.0:
+                b, n = pb.bone if c.use_tail else pb.bone.parent, 0
+                while b is not None and (c.chain_count == 0 or n < c.chain_count):
+                    out.add(b.name)
+                    b, n = b.parent, n + 1
+    return out
+
+
+def _dependencies(obj):
+    """depends(name): every bone whose pose moves bone ``name`` (its parent and its constraints' targets, and
+    theirs)."""
     bones, pose = obj.data.bones, obj.pose.bones
     memo = {}
 
-    def depends(name):  # every bone whose pose moves ``name``: its parent's and its constraints' targets, and theirs
+    def depends(name):
         if name not in memo:
             memo[name] = set()  # (a cycle through constraints stops here)
             parent = bones[name].parent
@@ -106,6 +220,14 @@ def control_waves(obj, controls):
             memo[name] = set().union(*({b} | depends(b) for b in above if b != name))
         return memo[name]
 
+    return depends
+
+
+def control_waves(obj, controls):
+    """``controls`` in waves, each wave's controls depending (through their parents and their parents'
+    constraints' targets, transitively) only on those of the waves before it: setting a wave, then updating the
+    rig once, poses each control under parents already where they go."""
+    depends = _dependencies(obj)
     wanted, level = set(controls), {}
 
     def level_of(name):  # 1 + the deepest control it depends on (0: none)
