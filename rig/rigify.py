@@ -5,6 +5,7 @@ keys that make its deform bones take given poses through Rigify's own mechanism 
 import numpy as np
 
 from .armature import rotation_path
+from .evaluation import evaluating_only
 from .humanoid import SIDES
 
 
@@ -74,34 +75,35 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
         pb[name].scale = (1.0, 1.0, 1.0)
     basis = {name: np.zeros((len(frames), 4, 4)) for name in keyed}
     rows = {name: pb.find(name) for name in keyed}
-    obj.update_tag()
-    layer.update()
-    M = shown_matrices(obj)
-    again = 0
-    for i, f in enumerate(frames):
-        scene.frame_current = f
-        target = {control: wanted[bone][i] @ offset for control, (bone, offset) in of.items()}
-        for level in levels:
-            for control, anchor, chain in level:
-                above = target[anchor] if anchor in target and anchor not in chain else \
-                    (M[rows.setdefault(anchor, pb.find(anchor))] if anchor else np.eye(4))
-                for b in chain:  # (bones no constraint moves, between the anchor and the control)
-                    above = above @ _local(data, b) @ np.array(pb[b].matrix_basis)
-                pb[control].matrix_basis = Matrix(np.linalg.solve(above @ _local(data, control),
-                                                                  target[control]).tolist())
-            layer.update()
-            M = shown_matrices(obj)
-        if not all(_as(M[rows[control]], target[control], size) for control in target if control not in solved):
-            again += 1  # (through Blender, each control where its parent is shown)
-            for wave in waves:
-                for control in wave:
-                    pb[control].matrix = Matrix(target[control].tolist())
+    with evaluating_only(scene, [obj]):  # (the rig alone: not the meshes it deforms, three times a frame)
+        obj.update_tag()
+        layer.update()
+        M = shown_matrices(obj)
+        again = 0
+        for i, f in enumerate(frames):
+            scene.frame_current = f
+            target = {control: wanted[bone][i] @ offset for control, (bone, offset) in of.items()}
+            for level in levels:
+                for control, anchor, chain in level:
+                    above = target[anchor] if anchor in target and anchor not in solved else \
+                        (M[rows.setdefault(anchor, pb.find(anchor))] if anchor else np.eye(4))
+                    for b in chain:  # (bones no constraint moves, between the anchor and the control)
+                        above = above @ _local(data, b) @ np.array(pb[b].matrix_basis)
+                    pb[control].matrix_basis = Matrix(np.linalg.solve(above @ _local(data, control),
+                                                                      target[control]).tolist())
                 layer.update()
-            M = shown_matrices(obj)
-        for name in keyed:
-            basis[name][i] = np.array(pb[name].matrix_basis)
-        if progress:
-            progress(0.2 * (i + 1) / len(frames))
+                M = shown_matrices(obj)
+            if not all(_as(M[rows[control]], target[control], size) for control in target if control not in solved):
+                again += 1  # (through Blender, each control where its parent is shown)
+                for wave in waves:
+                    for control in wave:
+                        pb[control].matrix = Matrix(target[control].tolist())
+                    layer.update()
+                M = shown_matrices(obj)
+            for name in keyed:
+                basis[name][i] = np.array(pb[name].matrix_basis)
+            if progress:
+                progress(0.2 * (i + 1) / len(frames))
     _write(obj, basis, props, frames)
     scene.frame_set(frames[0])
     return again
