@@ -22,6 +22,7 @@
 and why each was not taken.
 """
 
+import functools
 import re
 
 import numpy as np
@@ -279,6 +280,7 @@ def _toe(sk, foot):
     return max(kids, key=lambda c: (named(c), reach(c), len(sk.below[c]))) if kids else None
 
 
+@functools.lru_cache(maxsize=4096)
 def side_of(name):
     """'left', 'right' or None from a bone name's side marker: Left/Right, .L/_l/-L, l_, Bip01 L Foot,
     CC_Base_L_Foot, J_Bip_L_Foot, names without separators (FootL, lFoot)."""
