@@ -856,7 +856,8 @@ class Baker:
 
     def _turns(self):
         """[bone, degrees, frame] of each solved bone's largest turn, in the armature's space, from the action's
-        pose at that frame to the solved one, largest first."""
+        pose at that frame to the solved one, largest first; those that turned by less than 0.05 degrees left out (a
+        control rig's mechanism the solve keeps)."""
         if not self.Q:
             return []
         tree, mapping = self.tree, self.mapping
@@ -871,7 +872,7 @@ class Baker:
             angle = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
             more = angle > worst
             worst[more], at[more] = angle[more], k
-        order = np.argsort(-worst)
+        order = [i for i in np.argsort(-worst) if worst[i] >= 0.05]  # (bones that turned: not a kept mechanism's)
         return [[mapping.bones[i], float(worst[i]), int(self.frames[at[i]])] for i in order]
 
     def _anchors(self, k):

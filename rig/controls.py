@@ -60,12 +60,14 @@ def control_freedom(obj, bones):
 
 
 def mechanism(obj, bones):
-    """(kept, beyond) for the chains above ``bones`` on a control rig (one whose constraints pose bones): ``kept``
-    the mechanism bones on them, which keep the pose Blender gives them (a Rigify FK hand control's chain runs
-    through MCH- bones no animator keys); ``beyond`` the bones above a mechanism bone that a constraint puts where
-    its targets are whatever its parents do (Rigify's ORG-shoulder copies the shoulder control): turning them
-    would move nothing Blender shows, unless another of ``bones`` hangs from them below such a bone (a goal on the
-    torso as well as the hand). A plain skeleton (no such constraint) has none."""
+    """(kept, beyond) for the chains of ``bones`` on a control rig (one whose constraints pose bones): ``kept`` the
+    mechanism bones on them (a bone of ``bones`` itself included: one no control carries), which keep the pose
+    Blender gives them (a Rigify FK hand control's chain runs through MCH- bones no animator keys); ``beyond`` the
+    bones above a mechanism bone that a constraint puts where its targets are whatever its parents do (Rigify's
+    ORG-shoulder copies the shoulder control), or from which more than one chain hangs (where a limb's FK and IK
+    chains meet, below the torso: an FK foot goal turns the leg, not the spine), unless another of ``bones``
+    hangs from them below such a bone (a goal on the torso as well as the hand). A plain skeleton (no such
+    constraint) has none."""
     bones_ = obj.data.bones
     pose = obj.pose.bones
     if not any(overridden(pb) for pb in pose):
@@ -75,13 +77,14 @@ def mechanism(obj, bones):
     for name in bones or ():
         if name not in bones_:
             continue
-        for b in bones_[name].parent_recursive:
+        for b in [bones_[name], *bones_[name].parent_recursive]:
             pb = pose[b.name]
             if not (overridden(pb) or named and b.name.upper().startswith(MECHANISM)):
                 reach.add(b.name)
                 continue
             kept.add(b.name)
-            if any(c.type in REPLACING and c.influence >= 1.0 for c in _acting(pb)):
+            if b.name != name and (len(b.children) > 1 or
+                                   any(c.type in REPLACING and c.influence >= 1.0 for c in _acting(pb))):
                 beyond |= {a.name for a in b.parent_recursive}
                 break
     return kept, beyond - reach
@@ -196,12 +199,13 @@ def carriers(obj, bones):
     """{bone: (control, K)} for each of ``bones`` that a control rig's constraints pose (a Rigify DEF-hand): the
     control that carries it as Blender shows it now, and the bone's matrix in that control's (bone = control @ K,
     armature space). Found by turning each control near it (its head within 2 % of the armature's size of the
-    bone's, on its side; not a mechanism or deform bone) a little, and moving it where an animator moves it
-    (location_controls), and keeping those the bone follows rigidly (the hand's IK control with the arm in IK,
-    its FK one in FK, and its tweak control in either); of those, the ones named as the bone first (a toe's toe
-    control before the foot's spin control at its head), then the one whose turn stretches the deforming bones
-    least (a tweak drags the hand and stretches the forearm). A bone no control carries is left out (a goal on it
-    is judged as shown, and control_notes names what moves it). The pose is left as it was."""
+    bone's, on its side; not a mechanism or deform bone) a little, and moving it where it may move, and keeping
+    those the bone follows rigidly as they turn (and as they move, for a control an animator moves: an IK
+    control): the hand's IK control with the arm in IK, its FK one in FK, and its tweak control in either. Of
+    those, the ones named as the bone first (a toe's toe control before the foot's spin control at its head),
+    then those whose move stretches no deforming bone by more than 2 % (a tweak control drags the hand and
+    squashes the forearm), then the one that stretches them least. A bone no control carries is left out (a goal
+    on it is judged as shown, and control_notes names what moves it). The pose is left as it was."""
     import bpy
 
     pose, data = obj.pose.bones, obj.data.bones
@@ -229,12 +233,14 @@ def carriers(obj, bones):
             M1 = _nudged(layer, pose[c.name], M0, 0.0)
             if not _carried(M0, M1, i, j, size):
                 continue
-            if c.name in movable and not _carried(M0, _nudged(layer, pose[c.name], M0, 0.01 * size), i, j, size):
-                continue
+            if not all(pose[c.name].lock_location):
+                M1 = _nudged(layer, pose[c.name], M0, 0.01 * size)
+                if c.name in movable and not _carried(M0, M1, i, j, size):
+                    continue
             stretch = float(np.abs(np.linalg.norm(M1[deform, :3, :3], axis=1) - length).max(initial=0.0))
-            found.append((not words & _words(c.name), stretch, c.name))
+            found.append((not words & _words(c.name), stretch > 0.02, stretch, c.name))
         if found:
-            control = min(found)[2]
+            control = min(found)[-1]
             out[name] = (control, np.linalg.solve(M0[pose.find(control)], M0[i]))
     layer.update()  # (every control put back)
     return out
@@ -248,10 +254,11 @@ def _words(name):
 
 
 def _carried(M0, M1, i, j, size):
-    """Whether bone ``i`` moved from ``M0`` to ``M1`` (the rig's matrices) as if fixed to bone ``j``."""
+    """Whether bone ``i`` moved from ``M0`` to ``M1`` (the rig's matrices) as if fixed to bone ``j`` (within a tenth of
+    the nudge's move, a third of a degree: a foot Rigify's IK leaves as it follows)."""
     carried = M1[j] @ np.linalg.solve(M0[j], M0[i])
-    return bool(np.abs(M1[i] - M0[i]).max() > 1e-4 * size and np.abs(carried[:3, 3] - M1[i, :3, 3]).max() <= 1e-4 * size
-                and np.abs(carried[:3, :3] - M1[i, :3, :3]).max() <= 2e-3)
+    return bool(np.abs(M1[i] - M0[i]).max() > 1e-4 * size and np.abs(carried[:3, 3] - M1[i, :3, 3]).max() <= 1e-3 * size
+                and np.abs(carried[:3, :3] - M1[i, :3, :3]).max() <= 5e-3)
 
 
 def _nudged(layer, pb, shown, move):

@@ -483,8 +483,12 @@ def settings_tree(obj, bones=None):
     free, fixed = control_freedom(obj, bones)
     fixed |= chain_fixed(obj)
     free_root = s.free_root and not any(obj.data.bones[name].parent is None for name in fixed)
-    return cached_tree(obj, free_root, s.use_limit_rotation, bones, s.use_stretch, free_bones=free,
-                       fixed_bones=frozenset(fixed))
+    tree, mapping = cached_tree(obj, free_root, s.use_limit_rotation, bones, s.use_stretch, free_bones=free,
+                                fixed_bones=frozenset(fixed))
+    if not tree.n:  # (every bone on the goals' chains kept: a deform bone no control carries, Chain Lengths)
+        raise RigError("no bone the goals may move: " + ("; ".join(goal_notes(obj)) or
+                                                          "every bone of their chains is locked or kept"))
+    return tree, mapping
 
 
 def chain_fixed(obj):

@@ -336,7 +336,8 @@ class Tree:
         (P, L, 3, 3) the way Blender's IK reads bones; other variables (translations, stretch) are taken from
         Q (default zero)."""
         R = np.asarray(R, dtype=float)
-        out = np.zeros((R.shape[0], self.n)) if Q is None else np.array(Q, dtype=float).reshape(-1, self.n).copy()
+        out = np.zeros((R.shape[0], self.n)) if Q is None or not self.n else \
+            np.array(Q, dtype=float).reshape(-1, self.n).copy()
         for m in self.models:
             if hasattr(m, "values_from_rotations"):
                 m.values_from_rotations(R[:, m.frames], out)

@@ -909,8 +909,8 @@ def test_a_hand_goal_the_arm_can_reach_moves_the_arm_not_the_body():
                     worst[pb.name] = max(worst.get(pb.name, 0.0), angle)
         assert max(worst.values()) < 10.0, sorted(worst.items(), key=lambda x: -x[1])[:5]
         turns = {b: d for b, d, _ in report.turns}  # (the report's largest turns from the action, per bone)
-        assert turns["Hips"] < 10.0 and max(d for b, d in turns.items() if b in arm) > 20.0, report.turns
-        assert abs(turns["Spine1"] - worst["Spine1"]) < 0.5, (turns["Spine1"], worst["Spine1"])
+        assert turns.get("Hips", 0.0) < 10.0 and max(d for b, d in turns.items() if b in arm) > 20.0, report.turns
+        assert abs(turns.get("Spine1", 0.0) - worst["Spine1"]) < 0.5, (turns.get("Spine1"), worst["Spine1"])
         assert "largest turns from the action: " + report.turns[0][0] in report.text()
         # the bones off the arm's chain (the other arm, the legs, the head) turn with the chain bones they hang
         # from: within the warning's 15 degrees here; past --max-change the bake fails

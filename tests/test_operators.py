@@ -388,9 +388,10 @@ def test_a_goal_on_the_ik_control_of_an_arm_switched_to_fk_is_a_miss_that_names_
 @pytest.mark.usefixtures("unregistered")
 def test_goals_on_a_generated_rigify_rigs_fk_controls_turn_those_controls_alone():
     """A generated Rigify rig with its left arm and leg in FK, Pose goals on their FK hand and foot controls moved
-    5-12 cm: Solve meets both as Blender shows them by turning controls (the mechanism the limbs' chains run
-    through, MCH- and ORG- bones a constraint poses, untouched: it held the hand 66 mm off as shown, posing those
-    bones), and a bake of the same goals keys no mechanism bone."""
+    5-12 cm: Solve meets both as Blender shows them by turning the limbs' FK controls alone (the mechanism their
+    chains run through, MCH- and ORG- bones a constraint poses, untouched: it held the hand 66 mm off as shown,
+    posing those bones; and nothing above where the leg's FK and IK chains meet: the foot turned the spine), and a
+    bake of the same goals keys no mechanism bone."""
     from fullbody_ik.rig.bake import Baker, BakeOptions
     from fullbody_ik.rig.goals import solve_pose
     from test_real_scenes import action_snapshot
@@ -398,14 +399,14 @@ def test_goals_on_a_generated_rigify_rigs_fk_controls_turn_those_controls_alone(
     rig = _rigify_rig_posed()
     for limb in ("upper_arm_parent.L", "thigh_parent.L"):
         rig.pose.bones[limb]["IK_FK"] = 1.0
-    _goal_moved(rig, "hand_fk.L", (0.05, -0.1, 0.08))
+    _goal_moved(rig, "hand_fk.L", (-0.06, -0.05, 0.03))  # (toward the body: the arm alone reaches it)
     _goal_moved(rig, "foot_fk.L", (0.0, -0.05, 0.04))
     before = {pb.name: np.array(pb.matrix_basis) for pb in rig.pose.bones}
     result = solve_pose(rig)
     assert result.shown_success, (result.shown_errors, result.hints)
     posed = {n for n, m in before.items() if not np.allclose(m, np.array(rig.pose.bones[n].matrix_basis), atol=1e-7)}
-    assert {"hand_fk.L", "foot_fk.L"} <= posed and not any(n.startswith(("MCH-", "ORG-", "DEF-")) for n in posed), posed
-    assert not posed & {"chest", "shoulder.L", "neck"}, posed  # (above the arm's mechanism: kept)
+    assert {"hand_fk.L", "foot_fk.L"} <= posed <= {f"{b}_fk.L" for b in ("upper_arm", "forearm", "hand", "thigh", "shin",
+                                                                       "foot")}, posed
     for name, m in before.items():
         rig.pose.bones[name].matrix_basis = m.tolist()
     bpy.ops.object.mode_set(mode="OBJECT")
@@ -421,9 +422,11 @@ def test_goals_on_a_generated_rigify_rigs_deform_bones_move_the_controls_that_ca
     (the deform hand, foot and head): Solve meets each as Blender shows it by moving the control that carries
     it (the hand's IK control with the arm in IK, its FK controls in FK), and poses nothing else (it posed the
     deform bones, which the rig overrides, and missed by 13-27 cm as shown); a bake keys only those controls. A
-    deform bone no control carries alone (the forearm, in IK) is a miss as shown that says what poses it."""
+    deform bone no control carries alone (the forearm, in IK) is refused, saying what poses it (it was solved on,
+    keys on it that the rig overrides)."""
     from mathutils import Vector
 
+    from fullbody_ik.rig import RigError
     from fullbody_ik.rig.bake import Baker, BakeOptions
     from fullbody_ik.rig.goals import solve_pose
     from test_real_scenes import action_snapshot
@@ -474,9 +477,31 @@ def test_goals_on_a_generated_rigify_rigs_deform_bones_move_the_controls_that_ca
         goal.enabled = False
     bpy.ops.object.mode_set(mode="POSE")
     _goal_moved(rig, "DEF-forearm.L", (0.0, -0.1, 0.05))
-    result = solve_pose(rig)
-    assert not result.shown_success
-    assert any("DEF-forearm.L is posed by the rig's constraints" in h for h in result.hints), result.hints
+    with pytest.raises(RigError, match="no bone the goals may move: DEF-forearm.L is posed by the rig's constraints"):
+        solve_pose(rig)
+
+
+@pytest.mark.usefixtures("unregistered")
+@pytest.mark.parametrize("metarig", ["human", "basic_human"])
+def test_the_control_that_carries_a_rigify_deform_bone_is_its_ik_or_fk_control_not_its_tweak(metarig):
+    """On rigs Rigify generates from its human and basic human metarigs, the deform hand and foot are carried by
+    their IK controls with the limbs in IK and by their FK controls in FK, never by the tweak controls that also
+    drag them (and squash the forearm: the basic rig's hands, and the human rig's right hand in FK, were moved by
+    their tweaks)."""
+    from fullbody_ik.rig.controls import carriers
+    from fullbody_ik.tools import scenes
+
+    scenes.fresh(bpy)
+    bpy.context.view_layer.objects.active = scenes.metarig(bpy, metarig)
+    bpy.ops.pose.rigify_generate()
+    rig = next(o for o in bpy.data.objects if o.type == "ARMATURE" and "rig_id" in o.data)
+    bones = ["DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R"]
+    for mode, kind in ((0.0, "ik"), (1.0, "fk")):
+        for limb in ("upper_arm_parent", "thigh_parent"):
+            for side in "LR":
+                rig.pose.bones[f"{limb}.{side}"]["IK_FK"] = mode
+        found = {bone: control for bone, (control, _) in carriers(rig, bones).items()}
+        assert found == {b: f"{b[4:-2]}_{kind}{b[-2:]}" for b in bones}, (kind, found)
 
 
 def _rigify_rig_posed():

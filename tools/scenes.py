@@ -161,12 +161,12 @@ def cmu_scene(bpy, clip="02_01", frames=None, time_limit=0.01, move=None):
     return _finish(bpy, obj, list(frames or range(first, last + 1)), CMU_LIMBS, time_limit, move)
 
 
-def metarig(bpy):
-    """Rigify's human metarig (the add-on enabled first)."""
+def metarig(bpy, kind="human"):
+    """Rigify's human metarig, or another it ships (``kind``: "basic_human", ...), the add-on enabled first."""
     import addon_utils
 
     addon_utils.enable("rigify", default_set=True)
-    bpy.ops.object.armature_human_metarig_add()
+    getattr(bpy.ops.object, f"armature_{kind}_metarig_add")()
     return bpy.context.object
 
 
