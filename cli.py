@@ -285,7 +285,7 @@ def _find_armature(bpy, name, need_goals=True):
         obj = bpy.data.objects.get(name)
         if obj is None or obj.type != "ARMATURE":
             listed = ", ".join(repr(o.name) for o in arms) or "none"
-            raise Failure(f"no armature named {name!r} in the file (armatures: {listed})")
+            raise UsageError(f"no armature named {name!r} in the file (armatures: {listed})")
         return obj
     if not arms:
         raise Failure("the file holds no armature")
@@ -293,14 +293,22 @@ def _find_armature(bpy, name, need_goals=True):
         if len(arms) == 1:
             return arms[0]
         listed = ", ".join(repr(o.name) for o in arms) or "none"
-        raise Failure(f"pass --armature: the file has {len(arms)} armatures ({listed})")
+        raise UsageError(f"pass --armature: the file has {len(arms)} armatures ({listed})")
     with_goals = [o for o in arms if any(g.enabled for g in o.fullbody_ik.goals)]
     if len(with_goals) == 1:
         return with_goals[0]
     if not with_goals:
         raise Failure("no armature in the file has enabled Full-Body IK goals: add goals or pass --armature")
-    raise Failure("several armatures have goals, pass --armature (one of "
+    raise UsageError("several armatures have goals, pass --armature (one of "
                   f"{', '.join(repr(o.name) for o in with_goals)})")
+
+
+def _check_terrain(bpy, names):
+    """UsageError naming the first of ``names`` (the --terrain objects) that is not an object of the open file."""
+    for name in names:
+        if bpy.data.objects.get(name) is None:
+            listed = ", ".join(repr(o.name) for o in bpy.data.objects if o.type == "MESH") or "none"
+            raise UsageError(f"--terrain: no object named {name!r} in the file (meshes: {listed})")
 
 
 def _use_action(obj, name):
@@ -310,7 +318,7 @@ def _use_action(obj, name):
     action = bpy.data.actions.get(name)
     if action is None:
         listed = ", ".join(repr(a.name) for a in bpy.data.actions) or "none"
-        raise Failure(f"no action named {name!r} in the file (actions: {listed})")
+        raise UsageError(f"no action named {name!r} in the file (actions: {listed})")
     if action.library is not None:
         raise Failure(f"action {name!r} is linked from {action.library.filepath!r} (read-only): make it local first")
     ad = obj.animation_data or obj.animation_data_create()
@@ -447,6 +455,8 @@ def run_bake(args, inside_blender=False):
 
 def run_footplant(args, inside_blender=False):
     """One foot placement; returns the JSON-able result. Raises UsageError or Failure."""
+    import bpy
+
     from .rig import RigError
     from .rig.footplant import FootOptions, foot_placement
 
@@ -456,6 +466,7 @@ def run_footplant(args, inside_blender=False):
         raise UsageError("--terrain needs at least one object name")
     source, output = _open(args)
     obj, scene = _armature(args, need_goals=False)
+    _check_terrain(bpy, terrain)
     first, last = frames or (scene.frame_start, scene.frame_end)
     reference, why = [], ""
     if frames is None and not args.keep_reference_frames:  # (a CMU clip's first frame: not part of the take)
@@ -594,14 +605,15 @@ def _same_file(bpy, path):
 
 def _pick_armature(objects, name, what, option, named=None):
     """The armature of ``objects`` called ``name`` (in its file: ``named``, {object: name there}), or the only
-    one, or the only humanoid among them; a Failure listing them otherwise."""
+    one, or the only humanoid among them; a UsageError (a name that is not there, or none given where several are)
+    or a Failure (none at all) listing them otherwise."""
     arms = [o for o in objects if o.type == "ARMATURE"]
     label = (lambda o: named.get(o, o.name)) if named else (lambda o: o.name)  # noqa: E731
     if name:
         for o in arms:
             if label(o) == name:
                 return o
-        raise Failure(f"no armature named {name!r} in the {what} (armatures: "
+        raise UsageError(f"no armature named {name!r} in the {what} (armatures: "
                       f"{', '.join(repr(label(o)) for o in arms) or 'none'})")
     if len(arms) == 1:
         return arms[0]
@@ -610,7 +622,7 @@ def _pick_armature(objects, name, what, option, named=None):
     humanoids = [o for o in arms if _maps(o)]  # (a hat's or a prop's armature beside the character's)
     if len(humanoids) == 1:
         return humanoids[0]
-    raise Failure(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(label(o)) for o in arms)})"
+    raise UsageError(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(label(o)) for o in arms)})"
                   + (f", {len(humanoids)} of them humanoids" if humanoids else ", none of them a humanoid"))
 
 
@@ -678,6 +690,7 @@ def run_retarget(args):
         _use_action(source, args.action)
     _check_motion(source, named.get(source, source.name), args.source, target, args.target)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
+    _check_terrain(bpy, terrain)
     options = RetargetOptions(frames[0], frames[1], args.root.replace("-", "_"), not args.no_ik, terrain,
                               args.max_error, args.time_limit or 0.0, args.hands, *maps, feet=args.feet or "",
                               keep_reference_frames=args.keep_reference_frames,

@@ -75,8 +75,8 @@ def test_the_armature_is_found_when_only_one_has_goals(scene_file, tmp_path):
     (["--frames", "ten"], 2, "FIRST-LAST"),
     (["--step", "0"], 2, "--step"),
     (["--bogus"], 2, "unrecognized"),
-    (["--armature", "Nope"], 1, "no armature named 'Nope'"),
-    (["--action", "Nope"], 1, "no action named 'Nope'"),
+    (["--armature", "Nope"], 2, "no armature named 'Nope'"),
+    (["--action", "Nope"], 2, "no action named 'Nope'"),
 ])
 def test_bad_arguments_exit_non_zero_and_write_nothing(scene_file, tmp_path, args, code, message):
     out = tmp_path / "out.blend"

@@ -720,6 +720,9 @@ def test_independent_frames_are_placed_in_parallel_threads_as_one_by_one(tmp_pat
     assert run_bad.returncode == 2 and "expected 1 or more" in run_bad.stderr
     run_bad = run("footplant", path, "--terrain", "ground", "--threads", "2")
     assert run_bad.returncode == 2 and "--threads applies to --independent-frames" in run_bad.stderr
+    run_bad = run("footplant", path, "--terrain", "grund", "--output", tmp_path / "out.blend")  # (a name mistyped)
+    assert run_bad.returncode == 2 and "--terrain: no object named 'grund'" in run_bad.stderr
+    assert "'ground'" in run_bad.stderr and not (tmp_path / "out.blend").exists()
 
 
 def test_a_foot_on_raised_flat_ground_keeps_its_shape_and_its_clearance():

@@ -314,7 +314,7 @@ def test_retarget_through_the_command_line(tmp_path):
     assert run("retarget", tmp_path / "motion.txt", character, "--output", tmp_path / "x.blend").returncode == 2
     assert run("retarget", bvh, tmp_path / "missing.blend", "--output", tmp_path / "x.blend").returncode == 2
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-object", "nobody")
-    assert proc.returncode == 1 and "no armature named 'nobody'" in proc.stderr
+    assert proc.returncode == 2 and "no armature named 'nobody'" in proc.stderr
     bad = tmp_path / "map.json"
     bad.write_text('{"roles": ["not", "a", "map"]}')
     proc = run("retarget", bvh, character, "--output", tmp_path / "x.blend", "--target-map", bad)
