@@ -415,8 +415,8 @@ def test_blender_command_handler_places_the_feet_in_the_open_file(tmp_path):
     out = tmp_path / "planted.blend"
     assert cli.blender_command(["footplant", "--terrain", "ground", "--frames", "2-31", "--output", str(out)]) == 0
     assert out.exists()
-    # The job cannot run with this input (1, as bake with a missing armature); bad arguments (2).
-    assert cli.blender_command(["footplant", "--terrain", "nowhere", "--frames", "2-31"]) == 1
+    # Bad arguments (2): a terrain the file does not hold (as bake with a missing armature), an inverted range.
+    assert cli.blender_command(["footplant", "--terrain", "nowhere", "--frames", "2-31"]) == 2
     assert cli.blender_command(["footplant", "--terrain", "ground", "--frames", "31-2"]) == 2
 
 

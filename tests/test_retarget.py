@@ -442,7 +442,7 @@ def test_an_fbx_motion_with_several_clips_onto_a_glb_character(tmp_path):
     assert report["source_action"].endswith("Man_Walk") and report["ok"]
     assert len(report["mapping"]) >= 18
     proc = run("retarget", fbx, glb, "--output", tmp_path / "x.blend", "--action", "Moonwalk")
-    assert proc.returncode == 1 and "Moonwalk" in proc.stderr and not (tmp_path / "x.blend").exists()
+    assert proc.returncode == 2 and "Moonwalk" in proc.stderr and not (tmp_path / "x.blend").exists()
 
 
 def test_hands_held_where_the_sources_are_from_its_pelvis():
