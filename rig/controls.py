@@ -70,15 +70,15 @@ def mechanism(obj, bones):
     constraint) has none."""
     bones_ = obj.data.bones
     pose = obj.pose.bones
-    if not any(overridden(pb) for pb in pose):
-        return set(), set()
-    named = control_rig(obj)  # (its MCH-, ORG- and DEF- bones are mechanism, constrained or not)
+    named = None  # whether its MCH-, ORG- and DEF- bones are mechanism, constrained or not: read when one is met
     kept, beyond, reach = set(), set(), set()
     for name in bones or ():
         if name not in bones_:
             continue
         for b in [bones_[name], *bones_[name].parent_recursive]:
             pb = pose[b.name]
+            if not overridden(pb) and b.name.upper().startswith(MECHANISM) and named is None:
+                named = control_rig(obj)
             if not (overridden(pb) or named and b.name.upper().startswith(MECHANISM)):
                 reach.add(b.name)
                 continue
@@ -135,7 +135,7 @@ def deform_followers(obj, controls):
     bones = obj.data.bones
     if not controls:
         return {}
-    size = _size(obj)
+    size = armature_size(obj)
     deform = [b for b in bones if b.use_deform]
     heads = np.array([b.head_local for b in deform]).reshape(-1, 3)
     sides = np.array([side_of(b.name) or "" for b in deform])
@@ -158,7 +158,7 @@ def as_followed(obj, matrices, followers):
     if not followers:
         return matrices
     M = np.array(matrices, dtype=float, copy=True)
-    pose, size = obj.pose.bones, _size(obj)
+    pose, size = obj.pose.bones, armature_size(obj)
     for control, (deform, rest) in followers.items():
         i = pose.find(control)
         shown = M[pose.find(deform)] @ rest
@@ -169,7 +169,7 @@ def as_followed(obj, matrices, followers):
     return M
 
 
-def _size(obj):
+def armature_size(obj):
     """The armature's size: the largest extent of its bones' rest heads (its units)."""
     bones = obj.data.bones
     heads = np.zeros(3 * len(bones), dtype=np.float32)
@@ -212,7 +212,7 @@ def carriers(obj, bones):
     driven = [n for n in sorted(bones or ()) if n in pose and overridden(pose[n])]
     if not driven:
         return {}
-    size = _size(obj)
+    size = armature_size(obj)
     controls = [b for b in data if not b.use_deform and not b.name.upper().startswith(MECHANISM)
                 and not overridden(pose[b.name])]
     movable = location_controls(obj, [b.name for b in controls])

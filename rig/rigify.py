@@ -5,6 +5,7 @@ keys that make its deform bones take given poses through Rigify's own mechanism 
 import numpy as np
 
 from .armature import rotation_path
+from .controls import armature_size
 from .evaluation import evaluating_only
 from .humanoid import SIDES
 
@@ -67,14 +68,16 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
     solved = ik_chains(obj)  # (controls Blender's IK poses from their keys, Rigify's thigh_ik: shown as solved)
     waves = control_waves(obj, [c for _, c, _ in controls])
     layer = bpy.context.view_layer
-    size = float(np.ptp(np.array([b.head_local for b in data]).reshape(-1, 3), axis=0).max())
+    size = armature_size(obj)
+    local = {b: _local(data, b) for level in levels for control, _, chain in level for b in (*chain, control)}
+    rows = {name: pb.find(name) for name in keyed}
+    rows.update({anchor: pb.find(anchor) for level in levels for _, anchor, _ in level if anchor})
     for name, value in props.items():
         pb[name]["IK_FK"] = value
     pb["hips"].matrix_basis = Matrix.Identity(4)
     for name in keyed:
         pb[name].scale = (1.0, 1.0, 1.0)
     basis = {name: np.zeros((len(frames), 4, 4)) for name in keyed}
-    rows = {name: pb.find(name) for name in keyed}
     with evaluating_only(scene, [obj]):  # (the rig alone: not the meshes it deforms, three times a frame)
         obj.update_tag()
         layer.update()
@@ -86,10 +89,10 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
             for level in levels:
                 for control, anchor, chain in level:
                     above = target[anchor] if anchor in target and anchor not in solved else \
-                        (M[rows.setdefault(anchor, pb.find(anchor))] if anchor else np.eye(4))
+                        (M[rows[anchor]] if anchor else np.eye(4))
                     for b in chain:  # (bones no constraint moves, between the anchor and the control)
-                        above = above @ _local(data, b) @ np.array(pb[b].matrix_basis)
-                    pb[control].matrix_basis = Matrix(np.linalg.solve(above @ _local(data, control),
+                        above = above @ local[b] @ np.array(pb[b].matrix_basis)
+                    pb[control].matrix_basis = Matrix(np.linalg.solve(above @ local[control],
                                                                       target[control]).tolist())
                 layer.update()
                 M = shown_matrices(obj)
