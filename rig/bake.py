@@ -481,11 +481,13 @@ class ArmatureGoals:
 
 class Baker:
     """A bake in progress: ``step()`` solves one frame, ``finish()`` writes the keys, ``cancel()`` leaves
-    everything as it was. ``run()`` does it all. ``goals``: what to solve (default: the armature's goals)."""
+    everything as it was. ``run()`` does it all. ``goals``: what to solve (default: the armature's goals).
+    ``watch(frame)``: called at each frame while Blender shows the written result there (as the goals are judged
+    on it), for a job that reads more of it."""
 
-    def __init__(self, scene, obj, options, goals=None):
+    def __init__(self, scene, obj, options, goals=None, watch=None):
         check_bake(obj, options)
-        self.scene, self.obj, self.options = scene, obj, options
+        self.scene, self.obj, self.options, self.watch = scene, obj, options, watch
         self.goals = goals or ArmatureGoals(obj)
         self.tree, self.mapping = self.goals.tree, self.goals.mapping
         self.columns, self.labels, self.units = self.goals.columns, self.goals.labels, self.goals.units
@@ -640,6 +642,8 @@ class Baker:
         with evaluating_only(self.scene, [self.obj]):  # (the armature and what it depends on, in one go)
             for f, q in zip(self.frames, self.Q):
                 self.scene.frame_set(f)
+                if self.watch is not None:
+                    self.watch(f)
                 matrices.append(as_followed(self.obj, shown_matrices(self.obj), followers)[self.mapping.rows])  # (the
                 # solved bones': memory per frame; a control where its deform bone shows it)
                 Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)

@@ -11,7 +11,9 @@ Names seen on common skeletons: CMU BVH ``LeftFoot``/``LeftToeBase``, Rigify ``f
 ``mixamorig:LeftFoot``/``mixamorig:LeftToeBase``, the BVH ``LeftAnkle``/``LeftToes`` convention.
 """
 
+import copy
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,9 +271,33 @@ def best_per_side(obj, words, key):
     return {side: bone for side, (_, bone) in found.items()}
 
 
+_REMEMBERED = []  # the feet read in each remembered_feet block, innermost last: {(armature, spec): [Foot]}
+
+
+@contextmanager
+def remembered_feet():
+    """Within it, find_feet reads each armature's feet once: a job that asks several times (a retarget maps, scales
+    and then plants them) reads the rest pose and the skin once. Nothing may change them inside."""
+    _REMEMBERED.append({})
+    try:
+        yield
+    finally:
+        _REMEMBERED.pop()
+
+
 def find_feet(obj, spec=None):
     """[left Foot, right Foot] of an armature. ``spec``: "ANKLE:BALL,ANKLE:BALL" (or ANKLE alone) given by
-    hand; otherwise found from names and hierarchy. A RigError lists the candidates when they cannot be found."""
+    hand; otherwise found from names and hierarchy. A RigError lists the candidates when they cannot be found.
+    Each call returns feet of its own (a caller may change them)."""
+    if not _REMEMBERED:
+        return _find_feet(obj, spec)
+    key = (obj.as_pointer(), spec)
+    if key not in _REMEMBERED[-1]:
+        _REMEMBERED[-1][key] = _find_feet(obj, spec)
+    return copy.deepcopy(_REMEMBERED[-1][key])
+
+
+def _find_feet(obj, spec):
     if spec:
         feet = []
         for k, part in enumerate(p.strip() for p in spec.split(",") if p.strip()):

@@ -1562,27 +1562,32 @@ def foot_placement(scene, obj, options, progress=None):
                        "be overridden (a Rigify rig animated in FK: switch its legs to IK); or give the feet of the "
                        "skeleton that is keyed with --feet, or bake the constraints first")
     goals = FootGoals(obj, feet, sampler, plan_, pelvis, options, controls)
-    baker = Baker(scene, obj, bake_options, goals=goals)
-    bake_report = baker.run(progress=progress)
-    action = obj.animation_data.action
-    write_contacts(obj, action, obj.animation_data.action_slot, sampler, frames, plan_.contacts, plan_.untouched)
-    result = np.zeros_like(plan_.points)
+    result = np.full_like(plan_.points, np.nan)
     result_rot = np.zeros_like(plan_.rotations)
     both = np.flatnonzero(plan_.contacts.any(axis=1))
     shots = set(both[np.linspace(0, len(both) - 1, min(4, len(both))).astype(int)].tolist()) if len(both) else set()
     segments = {}
     held = np.zeros((len(frames), len(options.held)))  # held bones' heads from their targets, as shown
-    with evaluating_only(scene, [obj]):  # (the result as Blender shows it: the armature alone is read)
-        for i, f in enumerate(frames):
-            scene.frame_set(f)
-            result[i], result_rot[i] = sampler.sample(rotations=True)
-            for k, (bone, targets) in enumerate(options.held.items()):
-                held[i, k] = np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[bone].head) - targets[i])
-            if i in shots:
-                W = np.array(obj.matrix_world)
-                segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3],
-                                (W @ np.append(np.array(pb.tail), 1.0))[:3])
-                               for pb in obj.pose.bones if pb.bone.use_deform]
+    row = {f: i for i, f in enumerate(frames)}
+
+    def read_result(f):  # (the result as Blender shows it, read as the bake judges its goals on it)
+        i = row.get(f)
+        if i is None:
+            return
+        result[i], result_rot[i] = sampler.sample(rotations=True)
+        for k, (bone, targets) in enumerate(options.held.items()):
+            held[i, k] = np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[bone].head) - targets[i])
+        if i in shots:
+            W = np.array(obj.matrix_world)
+            segments[f] = [((W @ np.append(np.array(pb.head), 1.0))[:3], (W @ np.append(np.array(pb.tail), 1.0))[:3])
+                           for pb in obj.pose.bones if pb.bone.use_deform]
+
+    baker = Baker(scene, obj, bake_options, goals=goals, watch=read_result)
+    bake_report = baker.run(progress=progress)
+    if np.isnan(result).any():  # (every frame is read as the bake's are judged)
+        raise RuntimeError("foot placement: the bake did not show every frame of the result")
+    action = obj.animation_data.action
+    write_contacts(obj, action, obj.animation_data.action_slot, sampler, frames, plan_.contacts, plan_.untouched)
     scene.frame_set(before_frame[0], subframe=before_frame[1])
     before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler, heights=plan_.terrain)
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)

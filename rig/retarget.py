@@ -23,7 +23,7 @@ from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
 from .evaluation import evaluating_only
 from .footplant import _driven, _turn, sample_motion
-from .feet import find_feet
+from .feet import find_feet, remembered_feet
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers
 from .humanoid import SIDES, map_humanoid
 from .rigify import key_rigify, rigify_controls
@@ -403,6 +403,11 @@ class RetargetReport:
 def retarget(scene, source, target, options=None, progress=None):
     """Retarget ``source``'s action onto ``target`` (armature objects in ``scene``); returns a RetargetReport.
     The target gets a new action; nothing of the source changes."""
+    with remembered_feet():  # (the feet are read for mapping, scaling and planting: once each armature)
+        return _retarget(scene, source, target, options, progress)
+
+
+def _retarget(scene, source, target, options, progress):
     import bpy
     from bpy_extras import anim_utils
 

@@ -48,7 +48,8 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
 
     Each control is set from the pose its parent takes (control_levels): where that parent is another control, or
     hangs from one through bones no constraint moves, from where that control is set; else as Blender shows it,
-    the rig updated once a level (three, not one update a control). A frame whose controls Blender then shows off
+    the rig updated once a level (not once a control), but after the last one only every CHECK_EVERY frames where
+    nothing else places that level's controls (_placed_as_set). A frame whose controls Blender then shows off
     where they were set (a rig whose mechanism is not modelled so: scaled, or moved by time) is set again in
     waves through Blender (control_waves), each control where Blender puts its parent. The keys are written once,
     at the end."""
@@ -78,15 +79,24 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
     for name in keyed:
         pb[name].scale = (1.0, 1.0, 1.0)
     basis = {name: np.zeros((len(frames), 4, 4)) for name in keyed}
-    with evaluating_only(scene, [obj]):  # (the rig alone: not the meshes it deforms, three times a frame)
+    with evaluating_only(scene, [obj]):  # (the rig alone: not the meshes it deforms, at every update)
+        scene.frame_current = frames[0]
         obj.update_tag()
         layer.update()
         M = shown_matrices(obj)
         again = 0
-        for i, f in enumerate(frames):
-            scene.frame_current = f
+        # The last level's controls are shown where they are set with no update for them when nothing but their
+        # anchors, the bones between and their own bases place them (_placed_as_set): checked through Blender every
+        # CHECK_EVERY frames; where Blender shows one elsewhere, the frames since the last check are set again, the
+        # rig updated after every level.
+        skip = bool(levels) and all(_placed_as_set(obj, c, chain) for c, _, chain in levels[-1])
+        checked, i = -1, 0
+        while i < len(frames):
+            check = not skip or i - checked >= CHECK_EVERY or i == len(frames) - 1
+            scene.frame_current = frames[i]
             target = {control: wanted[bone][i] @ offset for control, (bone, offset) in of.items()}
-            for level in levels:
+            placed = {}  # the last level's controls as their anchors and bases place them (not updated for)
+            for n, level in enumerate(levels):
                 for control, anchor, chain in level:
                     above = target[anchor] if anchor in target and anchor not in solved else \
                         (M[rows[anchor]] if anchor else np.eye(4))
@@ -94,9 +104,17 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
                         above = above @ local[b] @ np.array(pb[b].matrix_basis)
                     pb[control].matrix_basis = Matrix(np.linalg.solve(above @ local[control],
                                                                       target[control]).tolist())
-                layer.update()
-                M = shown_matrices(obj)
-            if not all(_as(M[rows[control]], target[control], size) for control in target if control not in solved):
+                    if not check:
+                        placed[control] = above @ local[control] @ _as_shown(pb[control], data[control])
+                if n < len(levels) - 1 or check:
+                    layer.update()
+                    M = shown_matrices(obj)
+            if check and skip and not all(_as(M[rows[c]], target[c], size) for c, _, _ in levels[-1] if c not in solved):
+                skip, i = False, checked + 1  # (Blender shows them elsewhere: those frames again, updated)
+                continue
+            checked = i if check else checked
+            shown = {control: placed[control] if control in placed else M[rows[control]] for control in target}
+            if not all(_as(shown[control], target[control], size) for control in target if control not in solved):
                 again += 1  # (through Blender, each control where its parent is shown)
                 for wave in waves:
                     for control in wave:
@@ -107,6 +125,7 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
                 basis[name][i] = np.array(pb[name].matrix_basis)
             if progress:
                 progress(0.2 * (i + 1) / len(frames))
+            i += 1
     _write(obj, basis, props, frames)
     scene.frame_set(frames[0])
     return again
@@ -118,6 +137,36 @@ def _as(shown, wanted, size):
     A = shown[:3, :3] / np.linalg.norm(shown[:3, :3], axis=0, keepdims=True)
     B = wanted[:3, :3] / np.linalg.norm(wanted[:3, :3], axis=0, keepdims=True)
     return bool(np.abs(shown[:3, 3] - wanted[:3, 3]).max() <= 1e-3 * size and np.abs(A - B).max() <= 2e-3)
+
+
+CHECK_EVERY = 8  # frames between two checks through Blender of controls key_rigify sets with no update for them
+
+
+def _placed_as_set(obj, control, chain):
+    """Whether Blender shows ``control`` where its anchor, the rest offsets and bases of the bones ``chain`` between
+    and its own basis put it, as long as nothing is scaled: no driver on their transforms, and no constraint on
+    them but a Copy Scale or one with no influence; each takes its parent's rotation and its location in its own
+    axes."""
+    ad = obj.animation_data
+    driven = {d.data_path for d in (ad.drivers if ad else ())}
+    for name in (*chain, control):
+        bone, path = obj.data.bones[name], f'pose.bones["{name}"]'
+        if any(f"{path}.{p}" in driven for p in ("location", "rotation_quaternion", "rotation_euler",
+                                                    "rotation_axis_angle", "scale")):
+            return False
+        if any(c.enabled and c.type != "COPY_SCALE" and c.influence > 0.0 for c in obj.pose.bones[name].constraints):
+            return False  # (a driven influence at 0, Rigify's FK follow, is read from properties no key moves here)
+        if not bone.use_inherit_rotation or not bone.use_local_location:
+            return False
+    return True
+
+
+def _as_shown(pose_bone, bone):
+    """A pose bone's basis as Blender applies it (4x4): without its location when the bone is connected."""
+    B = np.array(pose_bone.matrix_basis)
+    if bone.use_connect:
+        B[:3, 3] = 0.0
+    return B
 
 
 def _local(data, name):

@@ -508,13 +508,8 @@ def test_a_clip_animated_on_a_generated_rigify_rig_is_a_source_through_its_defor
     assert abs((p0 - p1)[1] - 1.2 * report.scale) < 0.05, (p0, p1, report.scale)
 
 
-def test_a_generated_rigify_rig_is_keyed_through_its_controls():
-    """A character rigged with Rigify (generated from the metarig, its deform bones following the controls by
-    constraints): the walk is keyed on its controls (torso, chest, neck, head, FK arms, IK legs), Rigify's
-    own mechanism moving the DEF bones to the source's directions, and the feet planted through the foot
-    controls. Another rig whose feet follow constraints is refused before anything is written."""
-    from fullbody_ik.rig import RigError
-
+def _cmu_walk_and_a_rigify_rig():
+    """A fresh scene with CMU 02_01 (its armature, its first frame) and the rig Rigify generates from the metarig."""
     scenes.fresh(bpy)
     source, first, _ = scenes.import_cmu(bpy, "02_01")
     meta = scenes.metarig(bpy)
@@ -522,6 +517,17 @@ def test_a_generated_rigify_rig_is_keyed_through_its_controls():
     bpy.ops.pose.rigify_generate()
     rig = bpy.data.objects["rig"]
     bpy.data.objects.remove(meta)
+    return source, first, rig
+
+
+def test_a_generated_rigify_rig_is_keyed_through_its_controls():
+    """A character rigged with Rigify (generated from the metarig, its deform bones following the controls by
+    constraints): the walk is keyed on its controls (torso, chest, neck, head, FK arms, IK legs), Rigify's
+    own mechanism moving the DEF bones to the source's directions, and the feet planted through the foot
+    controls. Another rig whose feet follow constraints is refused before anything is written."""
+    from fullbody_ik.rig import RigError
+
+    source, first, rig = _cmu_walk_and_a_rigify_rig()
     bpy.context.view_layer.update()
     last = first + 60
     report = retarget(bpy.context.scene, source, rig, RetargetOptions(first, last))
@@ -561,6 +567,32 @@ def test_a_generated_rigify_rig_is_keyed_through_its_controls():
     with pytest.raises(RigError, match="follow constraints.*not a Rigify rig"):
         retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 10))
     assert {a.name for a in bpy.data.actions} == actions
+
+
+def test_a_rigify_arm_that_starts_following_another_bone_partway_is_keyed_where_blender_shows_it():
+    """The last controls keyed on a generated Rigify rig (the FK arms, the head) are set with no rig update for them
+    while only their parents place them, checked through Blender every few frames. An arm whose FK follow a driver
+    turns on partway (Rigify's Copy Rotation under the upper arm's FK control) is keyed, on every frame, where
+    Blender shows it following the source's arm: the frames since the last check are set again."""
+    source, first, rig = _cmu_walk_and_a_rigify_rig()
+    follow = rig.pose.bones["MCH-upper_arm_parent.L"].constraints["Copy Rotation"]
+    turned = bpy.data.objects.new("Turned", None)  # (followed, the arm's parent turns far from the shoulder's)
+    bpy.context.scene.collection.objects.link(turned)
+    turned.rotation_euler = (0.0, 1.2, 0.8)
+    follow.target, follow.subtarget = turned, ""
+    follow.driver_remove("influence")
+    driver = follow.driver_add("influence").driver
+    driver.type, driver.expression = "SCRIPTED", f"(frame > {first + 13}) * (frame <= {first + 30})"
+    bpy.context.view_layer.update()
+    last = first + 30
+    report = retarget(bpy.context.scene, source, rig, RetargetOptions(first + 1, last))
+    assert report.ok, report.text()
+    hs, ht = map_humanoid(source), map_humanoid(rig)
+    for f in range(first + 1, last + 1):
+        bpy.context.scene.frame_set(f)
+        assert follow.influence == (1.0 if f > first + 13 else 0.0), f
+        for role in ("left upper_arm", "left forearm"):
+            assert float(_direction(source, hs.bone(role)) @ _direction(rig, ht.bone(role))) > 0.98, (f, role)
 
 
 def test_a_standing_jump_in_place_keeps_its_feet_pinned_not_a_treadmill():
