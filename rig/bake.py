@@ -24,8 +24,8 @@ from .armature import (
 )
 from .controls import as_followed, deform_followers, location_controls
 from .evaluation import evaluating_only
-from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, goal_notes, settings_tracker,
-                    settings_tree, stay_near, stay_weights, world_scale)
+from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, goal_notes, pointed_bones,
+                    settings_tracker, settings_tree, stay_near, stay_weights, world_scale)
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -455,7 +455,7 @@ class ArmatureGoals:
         self.obj = obj
         self.tree, self.mapping = settings_tree(obj)
         self._objectives = GoalObjectives(obj, self.tree, self.mapping)
-        self._stay = stay_weights(obj, self.mapping, goal_bones(obj))
+        self._stay = stay_weights(obj, self.mapping, goal_bones(obj), pointed=pointed_bones(obj))
         places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
         enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
         self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]

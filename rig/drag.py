@@ -10,7 +10,7 @@ import numpy as np
 
 from ..solvers import Position
 from .armature import RigError, read_pose, write_pose
-from .goals import goal_bones, goal_objectives, settings_tracker, settings_tree, stay_near, stay_weights
+from .goals import goal_bones, goal_objectives, pointed_bones, settings_tracker, settings_tree, stay_near, stay_weights
 
 
 def look_at_perspective(eye, target, fov=0.8, aspect=1.5, near=0.1, far=100.0):
@@ -75,7 +75,9 @@ class DragSession:
         # pose under the mouse moves on, it does not jump to another solution (jumps=False: a bake's frame may).
         self.tracker = settings_tracker(obj, self.tree, previous=self.start_q, jumps=False)
         # What the drag does not need keeps the pose it started from, the bones nearest the grabbed one moving first.
-        self.stay = stay_near(self.tree, stay_weights(obj, self.mapping, bones, keyed_only=False), self.start_q)
+        pointed = pointed_bones(obj) | ({self.bone} if self.bone is not None else set())  # (a drag moves a point)
+        self.stay = stay_near(self.tree, stay_weights(obj, self.mapping, bones, keyed_only=False, pointed=pointed),
+                              self.start_q)
         self.saved_pose = {pb.name: (tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler),
                                      tuple(pb.rotation_axis_angle), tuple(pb.scale)) for pb in obj.pose.bones}
         self.saved_target = self.saved_matrix = None

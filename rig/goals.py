@@ -427,17 +427,29 @@ def animated_bones(obj):
     return out
 
 
-def stay_weights(obj, mapping, bones, keyed_only=True):
+def pointed_bones(obj):
+    """The bones (their carriers) of the enabled goals that ask for a point of the bone: position and distance."""
+    on = goal_carriers(obj)
+    return {on[g.bone][0] if g.bone in on else g.bone for g in obj.fullbody_ik.goals
+            if g.enabled and g.kind in ("POSITION", "DISTANCE") and g.bone in obj.data.bones}
+
+
+def stay_weights(obj, mapping, bones, keyed_only=True, pointed=()):
     """{weight: [q indices]}: the preference's weight for each solved bone's variables (stay_near), from how many
-    bones up the chain it is from the nearest of the goal bones ``bones``; with ``keyed_only``, only the bones the
+    solved bones up the chain it is from the nearest of the goal bones ``bones`` (a bone in ``pointed``, asked for
+    a point of it, as stiff as its parent: the hand under a hand's position goal turns no more than the forearm); with ``keyed_only``, only the bones the
     action animates (a pose to keep that is the action's; a drag keeps the pose it started from, whatever keys it)."""
     keyed = animated_bones(obj) if keyed_only else set(mapping.bones)
-    level = {}  # bone -> bones up its chain from the nearest goal's bone
+    solved = {name for name in mapping.bones if len(mapping.variables[name])}
+    level = {}  # bone -> solved bones up its chain from the nearest goal's bone
     for goal in bones or ():
         b, steps = obj.data.bones.get(goal), 0
         while b is not None:
-            level[b.name] = min(level.get(b.name, steps), steps)
-            b, steps = b.parent, steps + 1
+            at = max(steps, 1) if goal in pointed else steps
+            level[b.name] = min(level.get(b.name, at), at)
+            # (a bone the solve keeps, a control rig's mechanism between an FK hand and its forearm, is no level:
+            # counted, it made the forearm four times stiffer and the wrist took the reach)
+            b, steps = b.parent, steps + (b.name in solved)
     out = {}
     for name in mapping.bones:
         if name not in keyed:
@@ -550,7 +562,7 @@ def solve_pose(obj):
     q0 = read_pose(obj, tree, mapping)
     bones = goal_bones(obj)
     # (what the goals do not need stays as posed, the bones nearest the goals moving first)
-    stay = stay_near(tree, stay_weights(obj, mapping, bones), q0)
+    stay = stay_near(tree, stay_weights(obj, mapping, bones, pointed=pointed_bones(obj)), q0)
     tracker, q = settings_tracker(obj, tree), q0
     followers = deform_followers(obj, location_controls(obj, bones))  # (judged as the character shows)
     # A control rig's mechanism follows what the solve moves (a hand control's parent follows the torso): solved

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Goals, Solve and their errors, through the real operators in the real bpy 5.0.1, on Rigify's metarig."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -414,6 +416,33 @@ def test_goals_on_a_generated_rigify_rigs_fk_controls_turn_those_controls_alone(
     assert report.ok, report.text()
     keyed = {path.split('"')[1] for path, *_ in action_snapshot(rig.animation_data.action) if '"' in path}
     assert not any(n.startswith(("MCH-", "DEF-", "ORG-")) for n in keyed), keyed
+
+
+def test_a_position_goal_on_an_animated_fk_hand_is_reached_by_the_arm_not_the_wrist():
+    """A position goal at the tip of a generated Rigify rig's FK hand control, its arm keyed: Solve reaches it by
+    the elbow and the shoulder, the hand turning a little on its forearm (it bent 73 degrees at the wrist: the hand's
+    own turn cost the least, and the mechanism bone between the hand and the forearm made the forearm stiffer)."""
+    from fullbody_ik.rig.goals import solve_pose
+
+    rig = _rigify_rig_posed()
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 1.0
+    for name in ("upper_arm_fk.L", "forearm_fk.L", "hand_fk.L"):
+        pb = rig.pose.bones[name]
+        pb.keyframe_insert("rotation_quaternion" if pb.rotation_mode == "QUATERNION" else "rotation_euler")
+    _goal_moved(rig, "hand_fk.L", (-0.06, -0.05, 0.03))
+
+    def turns():
+        pb = rig.pose.bones
+        on = [pb["hand_fk.L"].matrix, pb["forearm_fk.L"].matrix, pb["upper_arm_fk.L"].matrix]
+        return [(on[1].to_quaternion().inverted() @ on[0].to_quaternion()),
+                (on[2].to_quaternion().inverted() @ on[1].to_quaternion())]
+
+    before = turns()
+    result = solve_pose(rig)
+    assert result.shown_success, (result.shown_errors, result.hints)
+    wrist, elbow = (math.degrees(a.rotation_difference(b).angle) for a, b in zip(before, turns()))
+    wrist, elbow = (min(x, 360.0 - x) for x in (wrist, elbow))
+    assert wrist < 25.0 and elbow > 20.0, (wrist, elbow)
 
 
 @pytest.mark.usefixtures("unregistered")
