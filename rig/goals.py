@@ -12,6 +12,7 @@ from .armature import (
 )
 from .controls import (as_followed, carriers, control_freedom, control_notes, deform_followers, location_controls,
                        overridden, switch_notes)
+from .hints import frame_anchors, limit_hints, reach_hints
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -248,6 +249,36 @@ def check_not_on_the_rig(obj, goal, number):
                            "the target (keeping its motion baked), or parent it to something else")
         via = f" (through {o.parent.name!r})" if o.parent is not None else via
         o = o.parent
+
+
+def _goal_label(goal):
+    kind = goal.kind.replace("_", " ").lower()
+    if goal.kind == "DISPLACEMENT":
+        return kind
+    point = (" tail" if goal.use_tail else " head") if goal.kind in ("POSITION", "POSE", "DISTANCE") else ""
+    return f"{kind} {goal.bone}{point}"
+
+
+def goal_labels(goals, places):
+    """_goal_label of each goal, told apart where two would read alike (two goals on one bone, say): by their
+    targets ("to Empty.001", "to Rig:hand.R"), else by their ``places`` (1-based, in the sidebar's list: "goal 3")."""
+    plain = [_goal_label(g) for g in goals]
+    labels = list(plain)
+    for label in set(plain):
+        alike = [j for j, other in enumerate(plain) if other == label]
+        if len(alike) < 2:
+            continue
+        targets = [_target_name(goals[j]) for j in alike]
+        for j, target in zip(alike, targets):
+            labels[j] = f"{label} to {target}" if target and targets.count(target) == 1 else \
+                f"{label} (goal {places[j]})"
+    return labels
+
+
+def _target_name(goal):
+    if goal.target is None:
+        return ""
+    return f"{goal.target.name}:{goal.subtarget}" if goal.subtarget else goal.target.name
 
 
 def goal_objectives(obj, goals, tree, mapping, q_start):
@@ -548,6 +579,21 @@ def settings_tracker(obj, tree, method="", time_limit=0.0, continuity=1e-4, prev
                    jumps, **options)
 
 
+def _miss_hints(obj, tree, objectives, result, met):
+    """Why a Solve left goals not met as shown (``met``: per objective): targets out of their chains' reach, goals
+    pulling against each other, joint limits (reach_hints, limit_hints: the bake's, for its one frame)."""
+    enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
+    places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
+    index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
+    labels = goal_labels(enabled, places)
+    scale = world_scale(obj)
+    missed = np.array([[not met[i] for i in index]])
+    hints = reach_hints(tree, [objectives], [(i, "error") for i in index], [labels[i] for i in index], [scale],
+                        [frame_anchors(tree)], missed, result.shown_errors[index][None] * scale,
+                        {b.name for b in obj.data.bones if b.parent is None})
+    return hints + limit_hints(lambda k: tree, [objectives], [result.q], np.array([not result.success]), index)
+
+
 FOLLOW_PASSES = 4  # solves at most, where a control rig's mechanism follows the solved controls
 
 
@@ -577,12 +623,13 @@ def solve_pose(obj):
         q = read_pose(obj, tree, mapping)
         state = shown_state(obj, tree, mapping, q, as_followed(obj, shown_matrices(obj), followers)[mapping.rows])
         result.shown_errors = np.array([float(o.error(state)) for o in objectives])
-        result.shown_success = all(bool(o.satisfied(state)) for o in objectives)
+        met = [bool(o.satisfied(state)) for o in objectives]
+        result.shown_success = all(met)
         if result.shown_success:
             break
     result.unmodeled = mapping.unmodeled + [f"{name}: its pose scale (off 1 by {off:.3g}) is not modeled"
                                             for name, off in scaled_bones(obj, mapping).items()]
-    result.hints = [] if result.shown_success else goal_notes(obj)
+    result.hints = [] if result.shown_success else goal_notes(obj) + _miss_hints(obj, tree, objectives, result, met)
     result.moved_bones = [name for name in mapping.bones
                           if np.max(np.abs(result.q[mapping.all_variables(name)] - q0[mapping.all_variables(name)]),
                                     initial=0.0) > 1e-9]

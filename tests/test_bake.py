@@ -273,7 +273,7 @@ def test_reach_hints_measure_the_chain_as_the_frame_has_it():
     """A chain's reach is its joint offsets as the frame has them (a keyed bone that is not solved moves its
     joint: the chain is longer), from where its first moving joint is that frame; a goal on that bone itself
     reaches its offset; a goal met gets no hint."""
-    from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
+    from fullbody_ik.rig.hints import chain_roots, fixed_positions, reach_hints
     from fullbody_ik.solvers import Position, Tree
     from fullbody_ik.solvers.joints import Joint
 
@@ -310,7 +310,7 @@ def test_reach_hints_tell_two_goals_too_far_apart_below_a_free_root():
     from the hips' target than the leg reaches (its joint offsets as the frame has them, and both goals' offsets)
     cannot be met with it, and the hint says so, by how much; within reach, or with a length between them that can
     change (a prismatic joint), the two are told of only as a pair missed together."""
-    from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
+    from fullbody_ik.rig.hints import chain_roots, fixed_positions, reach_hints
     from fullbody_ik.solvers import Position, Tree
     from fullbody_ik.solvers.joints import FreeJoint, Joint
 
@@ -346,7 +346,7 @@ def test_a_goal_is_said_pulled_off_only_by_a_target_out_of_reach_by_half_its_mis
     reach, the knee's within its own. The knee's miss is put down to the foot's pull when the foot was out of reach
     by half that miss or more; a knee missed by more than twice the foot's shortfall is told of only as a pair
     missed together (a goal out of reach by 9 mm does not pull another 112 mm off)."""
-    from fullbody_ik.rig.bake import chain_roots, fixed_positions, reach_hints
+    from fullbody_ik.rig.hints import chain_roots, fixed_positions, reach_hints
     from fullbody_ik.solvers import Position, Tree
     from fullbody_ik.solvers.joints import Joint
 
@@ -375,7 +375,7 @@ def test_limit_hints_name_the_joints_whose_limits_the_goals_pull_against():
     stops with the elbow at its limit, the hand short of the point, and the hint names the elbow's link (not the
     shoulder, free to turn). With the limit wide the point is met (nothing to tell); out of reach by length, the
     arm stretched toward it, no limit is in the way and nothing is told either."""
-    from fullbody_ik.rig.bake import limit_hints
+    from fullbody_ik.rig.hints import limit_hints
     from fullbody_ik.solvers import Position, Tree, solve
     from fullbody_ik.solvers.joints import Joint
 
