@@ -10,6 +10,7 @@ import numpy as np
 
 from ..solvers import Position
 from .armature import RigError, read_pose, write_pose
+from .controls import carriers, overridden
 from .goals import goal_bones, goal_objectives, pointed_bones, settings_tracker, settings_tree, stay_near, stay_weights
 
 
@@ -66,6 +67,15 @@ class DragSession:
         self.goal, self.bone, self.anchor = self._pick(np.asarray(mouse, dtype=float), pick_radius)
         if self.goal is None and self.bone is None:
             raise RigError("nothing to drag here: click near a goal target or a bone")
+        self.tip = None
+        if self.bone is not None:
+            self.tip = (0.0, obj.data.bones[self.bone].length, 0.0)
+            # A bone the rig's constraints pose (a deform bone shown) is moved by the control that carries it, its
+            # tip held in that control's frame (bone = control @ K); one no control carries stays as grabbed.
+            on = carriers(obj, {self.bone}).get(self.bone) if overridden(obj.pose.bones[self.bone]) else None
+            if on is not None:
+                self.bone, K = on[0], np.asarray(on[1], dtype=float)
+                self.tip = tuple((K @ np.append(self.tip, 1.0))[:3])
         bones = goal_bones(obj)
         if self.bone is not None:
             bones = (bones or set()) | {self.bone}
@@ -125,7 +135,7 @@ class DragSession:
             return goal_objectives(obj, obj.fullbody_ik.goals, self.tree, self.mapping, self.start_q)
         # A bone without a goal: a temporary position goal for its tip, the armature's goals pinning the rest.
         local = (np.linalg.inv(np.array(obj.matrix_world)) @ np.append(world, 1.0))[:3]
-        tip = Position(self.bone, local, offset=(0.0, obj.data.bones[self.bone].length, 0.0))
+        tip = Position(self.bone, local, offset=self.tip)
         try:
             others = goal_objectives(obj, obj.fullbody_ik.goals, self.tree, self.mapping, self.start_q)
         except RigError:

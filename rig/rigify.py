@@ -4,7 +4,7 @@ keys that make its deform bones take given poses through Rigify's own mechanism 
 
 import numpy as np
 
-from .armature import rotation_path
+from .armature import rotation_channels, rotation_path
 from .controls import armature_size
 from .evaluation import evaluating_only
 from .humanoid import SIDES
@@ -181,7 +181,6 @@ def _write(obj, basis, props, frames):
     IK_FK switches at ``frames``, on the rig's action."""
     from bpy_extras import anim_utils
 
-    from .armature import rotation_channels, rotation_path
     from .bake import write_keys
 
     ad = obj.animation_data

@@ -289,9 +289,12 @@ def test_goals_on_a_generated_rigify_rigs_controls_move_the_controls(free_root):
 
 
 @pytest.mark.usefixtures("unregistered")
-def test_dragging_a_generated_rigify_rigs_hand_control_moves_that_control():
-    """Drag on a generated Rigify rig, the left hand's IK control grabbed (no goals): the control follows the
-    mouse and the deform hand with it; nothing but the control is posed."""
+@pytest.mark.parametrize("grabbed", ["hand_ik.L", "DEF-hand.L"])
+def test_dragging_a_generated_rigify_rigs_hand_moves_its_ik_control(grabbed):
+    """Drag on a generated Rigify rig (no goals), the left hand grabbed by its tip: its IK control as the rig shows
+    it, or the deform hand with only the deform bones shown (the IK control carries it, the arm in IK). That
+    control follows the mouse and the grabbed tip with it; nothing but the control is posed (a temporary goal on
+    the deform hand, which the rig's constraints pose, had nothing to move)."""
     from fullbody_ik.rig.drag import DragSession, from_screen, look_at_perspective, to_screen
     from fullbody_ik.tools import scenes
 
@@ -299,8 +302,11 @@ def test_dragging_a_generated_rigify_rigs_hand_control_moves_that_control():
     rig, first, _ = scenes.rigify_walk(bpy, frames=4)
     bpy.context.scene.frame_set(first)
     rig.fullbody_ik.settings.time_limit = 0.05
+    if grabbed.startswith("DEF-"):
+        for collection in rig.data.collections_all:
+            collection.is_visible = grabbed in {b.name for b in collection.bones}
     W = rig.matrix_world
-    tip = np.array(W @ rig.pose.bones["hand_ik.L"].tail)
+    tip = np.array(W @ rig.pose.bones[grabbed].tail)
     P, size = look_at_perspective(tip + np.array([0.0, -3.0, 0.2]), tip), (1200, 800)
     mouse = to_screen(P, size, tip)[:2]
     before = {pb.name: pb.matrix_basis.copy() for pb in rig.pose.bones}
@@ -310,7 +316,7 @@ def test_dragging_a_generated_rigify_rigs_hand_control_moves_that_control():
         res = session.move(mouse + np.array([20.0, 15.0]) * k - session.grab_offset)
     bpy.context.view_layer.update()
     under = from_screen(P, size, mouse + np.array([60.0, 45.0]), session.depth)
-    assert res.success and np.linalg.norm(np.array(W @ rig.pose.bones["hand_ik.L"].tail) - under) < 1e-3
+    assert res.success and np.linalg.norm(np.array(W @ rig.pose.bones[grabbed].tail) - under) < 1e-3
     assert (rig.pose.bones["DEF-hand.L"].head - rig.pose.bones["hand_ik.L"].head).length < 1e-3
     posed = {name for name, m in before.items() if not np.allclose(np.array(m), np.array(rig.pose.bones[name].matrix_basis),
                                                                    atol=1e-7)}
@@ -416,6 +422,21 @@ def test_goals_on_a_generated_rigify_rigs_fk_controls_turn_those_controls_alone(
     assert report.ok, report.text()
     keyed = {path.split('"')[1] for path, *_ in action_snapshot(rig.animation_data.action) if '"' in path}
     assert not any(n.startswith(("MCH-", "DEF-", "ORG-")) for n in keyed), keyed
+
+
+def test_an_fk_hand_goal_out_of_the_arms_reach_says_so_naming_where_its_chain_starts():
+    """Solve with a generated Rigify rig's FK hand goal 40 cm beyond the arm's reach: a best effort whose hint says
+    the target is out of reach from the arm's first FK control (no hint at all before), not to turn Free Root on
+    (the root is not on that chain: the rig poses the bone above the arm)."""
+    from fullbody_ik.rig.goals import solve_pose
+
+    rig = _rigify_rig_posed()
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 1.0
+    _goal_moved(rig, "hand_fk.L", (0.5, 0.0, 0.3))
+    result = solve_pose(rig)
+    assert not result.shown_success
+    assert any("out of reach" in h and "'upper_arm_fk.L'" in h for h in result.hints), result.hints
+    assert not any("Free Root" in h for h in result.hints), result.hints
 
 
 def test_a_position_goal_on_an_animated_fk_hand_is_reached_by_the_arm_not_the_wrist():
