@@ -27,6 +27,7 @@ from .evaluation import evaluating_only
 from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, goal_labels, goal_notes,
                     pointed_bones, settings_tracker, settings_tree, stay_near, stay_weights, world_scale)
 from .hints import counted, frame_anchors, limit_hints, reach_hints
+from .reading import one_job_each_call
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
 REPORT_TEXT = "Full-Body IK bake report"  # and a readable one in the Text Editor
@@ -643,6 +644,7 @@ class Baker:
             self.pool.close(cancel=True)
         self._restore_frame()
 
+    @one_job_each_call
     def run(self, progress=None, should_cancel=None):
         """Bake every frame and write the keys; None when ``should_cancel()`` said stop (nothing written)."""
         with single_thread_blas():  # tiny linear algebra all along: threads cost more than they bring

@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from .armature import constrained, shown_matrices
+from .reading import remembered
 from .structure import side_of
 
 ARM_WORDS, LEG_WORDS = ("hand", "forearm", "upper_arm", "arm"), ("foot", "toe", "shin", "thigh", "leg")
@@ -24,15 +25,8 @@ def location_controls(obj, names):
     hand_ik, foot_ik, torso) that deform nothing, are not connected, have their location free and no constraint
     of their own, are not the rig's mechanism (MCH-, ORG-, DEF-), and that the rig follows (they or a bone they
     carry are the target of one of its constraints). A plain skeleton has none."""
-    followed = {c.subtarget for pb in obj.pose.bones for c in pb.constraints
-                if getattr(c, "target", None) == obj and getattr(c, "subtarget", "")}
-    carrying = set()  # the followed bones and every bone they hang from
+    carrying = remembered(("carrying", obj.as_pointer()), lambda: _carrying(obj))
     bones = obj.data.bones
-    for name in followed:
-        b = bones.get(name)
-        while b is not None and b.name not in carrying:
-            carrying.add(b.name)
-            b = b.parent
     out = set()
     for name in names or ():
         bone, pb = bones.get(name), obj.pose.bones.get(name)
@@ -42,6 +36,19 @@ def location_controls(obj, names):
         if name in carrying:
             out.add(name)
     return frozenset(out)
+
+
+def _carrying(obj):
+    """The bones the rig's constraints follow (their targets in the armature itself) and every bone they hang from."""
+    followed = {c.subtarget for pb in obj.pose.bones for c in pb.constraints
+                if getattr(c, "target", None) == obj and getattr(c, "subtarget", "")}
+    carrying, bones = set(), obj.data.bones
+    for name in followed:
+        b = bones.get(name)
+        while b is not None and b.name not in carrying:
+            carrying.add(b.name)
+            b = b.parent
+    return frozenset(carrying)
 
 
 def control_freedom(obj, bones):

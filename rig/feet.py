@@ -13,12 +13,12 @@ Names seen on common skeletons: CMU BVH ``LeftFoot``/``LeftToeBase``, Rigify ``f
 
 import copy
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from .armature import RigError
+from .reading import remembered
 from .skin import skin_points
 from .structure import StructureError, find_legs
 from .structure import side_of as _side
@@ -271,30 +271,11 @@ def best_per_side(obj, words, key):
     return {side: bone for side, (_, bone) in found.items()}
 
 
-_REMEMBERED = []  # the feet read in each remembered_feet block, innermost last: {(armature, spec): [Foot]}
-
-
-@contextmanager
-def remembered_feet():
-    """Within it, find_feet reads each armature's feet once: a job that asks several times (a retarget maps, scales
-    and then plants them) reads the rest pose and the skin once. Nothing may change them inside."""
-    _REMEMBERED.append({})
-    try:
-        yield
-    finally:
-        _REMEMBERED.pop()
-
-
 def find_feet(obj, spec=None):
     """[left Foot, right Foot] of an armature. ``spec``: "ANKLE:BALL,ANKLE:BALL" (or ANKLE alone) given by
     hand; otherwise found from names and hierarchy. A RigError lists the candidates when they cannot be found.
-    Each call returns feet of its own (a caller may change them)."""
-    if not _REMEMBERED:
-        return _find_feet(obj, spec)
-    key = (obj.as_pointer(), spec)
-    if key not in _REMEMBERED[-1]:
-        _REMEMBERED[-1][key] = _find_feet(obj, spec)
-    return copy.deepcopy(_REMEMBERED[-1][key])
+    Read once a job (reading.one_job); each call returns feet of its own (a caller may change them)."""
+    return copy.deepcopy(remembered(("feet", obj.as_pointer(), spec), lambda: _find_feet(obj, spec)))
 
 
 def _find_feet(obj, spec):

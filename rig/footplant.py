@@ -27,6 +27,7 @@ from .bake import (BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep
 from .evaluation import evaluating_only
 from .feet import _side, find_feet, up_vector
 from .goals import cached_tree
+from .reading import one_job_each_call
 from .terrain import Terrain
 
 CONTACT_PREFIX = "fbik_contact"
@@ -1513,6 +1514,7 @@ def check_feet_input(obj, options):
         raise RigError(f"{obj.name!r} has no action to place the feet of")
 
 
+@one_job_each_call
 def foot_placement(scene, obj, options, progress=None):
     """Plant the feet of ``obj``'s action on the terrain objects; returns a FootReport. The source action is
     kept; the result is a new action with keys and contact channels."""

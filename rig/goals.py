@@ -13,6 +13,7 @@ from .armature import (
 from .controls import (as_followed, carriers, control_freedom, control_notes, deform_followers, location_controls,
                        overridden, switch_notes)
 from .hints import frame_anchors, limit_hints, reach_hints
+from .reading import one_job_each_call
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
@@ -312,7 +313,8 @@ def goal_objectives(obj, goals, tree, mapping, q_start):
         except ValueError as e:  # a target the objective refuses (a mirrored one: not a rotation)
             raise RigError(f"{_where(number, goal)}: {e}") from None
     if not any(not isinstance(o, Displacement) for o in objectives):
-        raise RigError("no enabled goal: add one for a bone (Add Goal) or enable one")
+        raise RigError("no enabled goal: add one for a bone (Add Goal in the sidebar; --goal or --goals on the command "
+                       "line) or enable one")
     return objectives
 
 
@@ -597,6 +599,7 @@ def _miss_hints(obj, tree, objectives, result, met):
 FOLLOW_PASSES = 4  # solves at most, where a control rig's mechanism follows the solved controls
 
 
+@one_job_each_call  # (the rig's controls are read to free and to judge them: once)
 def solve_pose(obj):
     """Solve the armature's goals from its current pose and write the result into the pose bones (a first
     frame of tracking: a local solve from the pose, a full one when that falls short).

@@ -23,9 +23,10 @@ from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
 from .evaluation import evaluating_only
 from .footplant import _driven, _turn, sample_motion
-from .feet import find_feet, remembered_feet
+from .feet import find_feet
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers
 from .humanoid import SIDES, map_humanoid
+from .reading import one_job_each_call
 from .rigify import key_rigify, rigify_controls
 from .takes import reference_frames
 
@@ -400,14 +401,10 @@ class RetargetReport:
         return "\n".join(lines)
 
 
+@one_job_each_call  # (the feet are read for mapping, scaling and planting: once each armature)
 def retarget(scene, source, target, options=None, progress=None):
     """Retarget ``source``'s action onto ``target`` (armature objects in ``scene``); returns a RetargetReport.
     The target gets a new action; nothing of the source changes."""
-    with remembered_feet():  # (the feet are read for mapping, scaling and planting: once each armature)
-        return _retarget(scene, source, target, options, progress)
-
-
-def _retarget(scene, source, target, options, progress):
     import bpy
     from bpy_extras import anim_utils
 
