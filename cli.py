@@ -260,12 +260,16 @@ def default_output(path, output_dir=None, command="bake"):
     return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_{SUFFIX[command]}.blend")
 
 
-def _check_writable(path, what, suffix=None):
+def _check_writable(path, what, suffix=None, inputs=()):
     """UsageError unless a file can be written at path (its folder exists or can be made, and is writable; not a
-    folder, not a read-only file; ending in ``suffix`` when given), before any work: found after a bake, the job's
-    minutes were lost and its exit code was a failure's, not a usage error's."""
+    folder, not a read-only file; not one of the job's ``inputs``; ending in ``suffix`` when given), before any
+    work: found after a bake, the job's minutes were lost and its exit code was a failure's, not a usage error's."""
     if suffix and not path.lower().endswith(suffix):
         raise UsageError(f"{what} {path} must end in {suffix}")
+    for given in inputs:
+        if given and os.path.exists(given) and os.path.exists(path) and os.path.samefile(given, path):
+            raise UsageError(f"{what} {path} is the input {given}: the job would write over it; give another "
+                             "--output")
     if os.path.isdir(path):
         raise UsageError(f"cannot write {what} {path}: it is a folder")
     if os.path.exists(path) and not os.access(path, os.W_OK):
@@ -298,7 +302,8 @@ def _find_armature(bpy, name, need_goals=True):
     if len(with_goals) == 1:
         return with_goals[0]
     if not with_goals:
-        raise Failure("no armature in the file has enabled Full-Body IK goals: add goals or pass --armature")
+        raise Failure("no armature in the file has enabled Full-Body IK goals: give them with --goal "
+                      "BONE:KIND:TARGET or --goals FILE.json (docs/goals.md), or add them in Blender")
     raise UsageError("several armatures have goals, pass --armature (one of "
                   f"{', '.join(repr(o.name) for o in with_goals)})")
 
@@ -358,7 +363,7 @@ def _open(args):
         if not source and not args.output:
             raise UsageError("no .blend file loaded: give one, or --output")
     output = args.output or default_output(source, command=args.command)
-    _check_writable(output, "the output", ".blend")
+    _check_writable(output, "the output", ".blend", inputs=(source,))
     if args.report:
         _check_writable(args.report, "the report")
     return source, output
@@ -509,19 +514,37 @@ def bvh_frames(path):
     if not text.lstrip().upper().startswith("HIERARCHY"):
         raise Failure(f"{path} is not a BVH file: it does not begin with HIERARCHY")
     motion = re.search(r"^\s*MOTION\s*$", text, re.M | re.I)
-    frames = re.search(r"^\s*Frames:\s*(\d+)\s*$", text, re.M | re.I)
-    step = re.search(r"^\s*Frame\s+Time:\s*([-+0-9.eE]+)\s*$", text, re.M | re.I)
+    frames = re.search(r"^\s*Frames:\s*([-+]?\d+)\s*$", text, re.M | re.I)
+    step = re.search(r"^\s*Frame\s+Time:\s*(\S+)\s*$", text, re.M | re.I)
     if not (motion and frames and step):
         raise Failure(f"the BVH {path} has no motion (its MOTION section, Frames: or Frame Time: line is missing: "
                       "the file is cut short?)")
-    lines = [line for line in text[step.end():].splitlines() if line.strip()]
-    held = len(lines)
-    if held == 0:
-        raise Failure(f"the BVH {path} has no frames (its header declares {frames.group(1)}: the file is cut short?)")
+    if int(frames.group(1)) < 0:
+        raise Failure(f"the BVH {path}: its Frames: line declares {frames.group(1)} frames")
     try:
         seconds = float(step.group(1))
     except ValueError:
         raise Failure(f"the BVH {path}: its Frame Time is not a number ({step.group(1)!r})") from None
+    if not seconds > 0.0 or not math.isfinite(seconds):
+        raise Failure(f"the BVH {path}: its Frame Time is {step.group(1)} (a frame lasts a positive time: 0.0083333 "
+                      "at 120 frames a second)")
+    lines = [line for line in text[step.end():].splitlines() if line.strip()]
+    held = len(lines)
+    if held == 0:
+        raise Failure(f"the BVH {path} has no frames (its header declares {frames.group(1)}: the file is cut short?)")
+    channels = sum(int(n) for n in re.findall(r"^\s*CHANNELS\s+(\d+)", text[:motion.start()], re.M | re.I))
+    first_line = text[:step.end()].count("\n") + 2  # (the file's line of the first frame, blank lines aside)
+    for i, line in enumerate(lines, start=1):
+        values = line.split()
+        try:
+            [float(v) for v in values]
+        except ValueError as e:
+            raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds what is not a number "
+                          f"({str(e).split(': ', 1)[-1]})") from None
+        if len(values) != channels:
+            cut = " (the file is cut short?)" if i == held else ""
+            raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds {len(values)} values, "
+                          f"its hierarchy has {channels} channels{cut}")
     broken = [i for i, line in enumerate(lines, start=1) if re.search(r"nan|inf", line, re.I)]
     return int(frames.group(1)), held, seconds, broken
 
@@ -663,7 +686,9 @@ def run_retarget(args):
     frames = parse_frames(args.frames) if args.frames else (None, None)
     maps = _bone_map(args.source_map), _bone_map(args.target_map)  # bad maps refused before anything is loaded
     output = args.output or default_output(args.target, command="retarget")
-    _check_writable(output, "the output", ".blend")
+    _check_writable(output, "the output", ".blend", inputs=(args.source, args.target))
+    for path in (args.source, args.target):  # (both there before either is read)
+        _need_file(path)
     clip = None  # a BVH's (frames declared, held, seconds a frame): a broken one said so before anything loads,
     # not as the importer's IndexError
     if os.path.splitext(args.source)[1].lower() == ".bvh" and os.path.isfile(args.source):

@@ -63,7 +63,9 @@ def read_goal_file(path):
     goals = data.get("goals") if isinstance(data, dict) else data
     if not isinstance(goals, list) or not all(isinstance(g, dict) for g in goals):
         raise ValueError(f"the goal file {path} holds no list of goals (a JSON list of objects, or {{\"goals\": "
-                         "[...]}}: docs/goals.md)")
+                         "[...]}: docs/goals.md)")
+    if not goals:
+        raise ValueError(f"the goal file {path} holds an empty list: no goal to add")
     return goals
 
 

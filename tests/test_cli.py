@@ -86,6 +86,31 @@ def test_bad_arguments_exit_non_zero_and_write_nothing(scene_file, tmp_path, arg
     assert not out.exists()
 
 
+def test_an_output_over_an_input_or_a_missing_input_is_refused_before_any_work(tmp_path, scene_file):
+    """--output naming the job's own input is refused (exit 2), the file left as it was: a bake and a retarget
+    wrote over the user's file; a retarget whose source is missing says so before the character is read (its
+    importer's log came first)."""
+    import hashlib
+    import shutil
+
+    scene = tmp_path / "scene.blend"
+    shutil.copy(scene_file, scene)
+    digest = hashlib.md5(scene.read_bytes()).hexdigest()
+    proc = run("bake", scene, "--frames", "3-6", "--output", scene)
+    assert proc.returncode == 2 and "is the input" in proc.stderr and "write over it" in proc.stderr, proc.stderr
+    character = os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "characters", "mannequiny.glb")
+    clip = os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "bvh", "cmu_02_01.bvh")
+    proc = run("retarget", clip, scene, "--output", scene)
+    assert proc.returncode == 2 and "is the input" in proc.stderr, proc.stderr
+    assert hashlib.md5(scene.read_bytes()).hexdigest() == digest
+    proc = run("retarget", tmp_path / "gone.bvh", character, "--output", tmp_path / "out.blend")
+    assert proc.returncode == 2 and "no such file" in proc.stderr and "glTF" not in proc.stderr, proc.stderr
+    goals = tmp_path / "none.json"
+    goals.write_text("[]")
+    proc = run("bake", scene, "--goals", goals, "--output", tmp_path / "out.blend")
+    assert proc.returncode == 2 and "holds an empty list" in proc.stderr, proc.stderr
+
+
 def test_missing_file_and_broken_scenes(tmp_path, scene_file):
     proc = run("bake", tmp_path / "nope.blend", "--output", tmp_path / "out.blend")
     assert proc.returncode == 2 and "no such file" in proc.stderr
@@ -214,13 +239,16 @@ def test_parse_frames():
 
 def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
     """A clip the importer cannot read: one line naming its error, not the importer's traceback (Blender printed
-    it twice); an empty, a cut-short and a non-BVH file said so by name; with --json, standard output holds a
-    JSON document for every failure (it was empty); a clip short of the frames it declares is read, with a
-    warning."""
+    it twice); an empty, a cut-short and a non-BVH file said so by name, and a frame cut short or holding what is
+    not a number, or a frame time that is not positive, by frame and line (the importer's IndexError, or a silent
+    clip at 0 s a frame); with --json, standard output holds a JSON document for every failure (it was empty); a
+    clip short of the frames it declares is read, with a warning."""
     lines = open(os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "bvh", "cmu_02_01.bvh")).readlines()
     header = lines[:lines.index(next(ln for ln in lines if ln.strip().startswith("Frame Time"))) + 1]
+    body = lines[len(header):len(header) + 3]
     broken = tmp_path / "broken.bvh"
-    broken.write_text("".join(header) + "x y z\n" * 3)  # frames that are not numbers
+    broken.write_text("".join(header).replace("OFFSET 0", "OFFSET zz", 1) + "".join(body))  # a hierarchy the
+    # importer cannot read
     character = os.path.join(os.path.dirname(fullbody_ik.__file__), "data", "characters", "mannequiny.glb")
     out = tmp_path / "out.blend"
     proc = run("retarget", broken, character, "--output", out)
@@ -233,7 +261,13 @@ def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
     assert re.search(r"the importer failed: \w+Error", json.loads(proc.stdout)["files"][0]["error"])
     for name, text, message in (("empty.bvh", "", "the BVH .*empty.bvh is empty"),
                                 ("cut.bvh", "".join(lines[:40]), "the BVH .*cut.bvh has no motion .*cut short"),
-                                ("notes.bvh", "some notes\n", "notes.bvh is not a BVH file")):
+                                ("notes.bvh", "some notes\n", "notes.bvh is not a BVH file"),
+                                ("half.bvh", "".join(header + body[:2]) + body[2][:40],
+                                 r"frame 3 \(near line \d+\) holds \d+ values, its hierarchy has 96 channels .*cut short"),
+                                ("words.bvh", "".join(header + body[:1]) + "x y z\n",
+                                 r"frame 2 \(near line \d+\) holds what is not a number \('x'\)"),
+                                ("still.bvh", "".join(header).replace("Frame Time: .0083333", "Frame Time: 0")
+                                 + "".join(body), "its Frame Time is 0 \\(a frame lasts a positive time")):
         (tmp_path / name).write_text(text)
         proc = run("retarget", tmp_path / name, character, "--output", out, "--json")
         assert proc.returncode == 1 and not out.exists()
