@@ -611,7 +611,7 @@ class Baker:
                 self.scene.frame_set(f)
                 if self.watch is not None:
                     self.watch(f)
-                matrices.append(as_followed(self.obj, shown_matrices(self.obj), followers)[self.mapping.rows])  # (the
+                matrices.append(as_followed(shown_matrices(self.obj), followers)[self.mapping.rows])  # (the
                 # solved bones': memory per frame; a control where its deform bone shows it)
                 Q.append(read_pose(self.obj, self.tree, self.mapping) if values else q)
         state = shown_state(self.obj, self.tree, self.mapping, np.array(Q), np.array(matrices))

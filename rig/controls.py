@@ -135,13 +135,25 @@ def switch_notes(obj, bones):
     return notes
 
 
+class Followers(dict):
+    """{control: (deform bone, the control's rest matrix in the deform bone's)} (deform_followers), with what
+    as_followed reads of the rig at each frame found once: the two bones' rows among the pose bones, the armature's
+    size."""
+
+    def __init__(self, obj, pairs, size):
+        super().__init__(pairs)
+        pose = obj.pose.bones
+        self.rows = [(pose.find(control), pose.find(deform), rest) for control, (deform, rest) in pairs.items()]
+        self.size = size
+
+
 def deform_followers(obj, controls):
-    """{control: (deform bone, the control's rest matrix in the deform bone's)}: for each of ``controls``, the
-    deforming bone it moves, the one whose rest head is nearest its own (within 2 % of the armature's size, on its
-    side): what the character shows of it (a Rigify hand control's DEF-hand)."""
+    """Followers: for each of ``controls``, the deforming bone it moves, the one whose rest head is nearest its own
+    (within 2 % of the armature's size, on its side): what the character shows of it (a Rigify hand control's
+    DEF-hand)."""
     bones = obj.data.bones
     if not controls:
-        return {}
+        return Followers(obj, {}, 1.0)
     size = armature_size(obj)
     deform = [b for b in bones if b.use_deform]
     heads = np.array([b.head_local for b in deform]).reshape(-1, 3)
@@ -154,10 +166,10 @@ def deform_followers(obj, controls):
         if len(d) and d.min() <= 0.02 * size:
             nearest = deform[int(np.argmin(d))].name
             out[name] = (nearest, np.linalg.solve(np.array(bones[nearest].matrix_local), np.array(c.matrix_local)))
-    return out
+    return Followers(obj, out, size)
 
 
-def as_followed(obj, matrices, followers):
+def as_followed(matrices, followers):
     """``matrices`` (bones, 4, 4: armature space, as Blender shows them) with each control of ``followers``
     (deform_followers) where its deform bone puts it when that is off the control by more than the rig's own IK
     leaves it (a thousandth of the armature's size, 0.3 degrees): a goal on a control is met as the character
@@ -165,13 +177,11 @@ def as_followed(obj, matrices, followers):
     if not followers:
         return matrices
     M = np.array(matrices, dtype=float, copy=True)
-    pose, size = obj.pose.bones, armature_size(obj)
-    for control, (deform, rest) in followers.items():
-        i = pose.find(control)
-        shown = M[pose.find(deform)] @ rest
+    for i, j, rest in followers.rows:
+        shown = M[j] @ rest
         A, B = (m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0) for m in (shown, M[i]))
         turn = np.degrees(np.arccos(np.clip((np.trace(A.T @ B) - 1.0) / 2.0, -1.0, 1.0)))
-        if np.linalg.norm(shown[:3, 3] - M[i, :3, 3]) > 1e-3 * size or turn > 0.3:
+        if np.linalg.norm(shown[:3, 3] - M[i, :3, 3]) > 1e-3 * followers.size or turn > 0.3:
             M[i] = shown
     return M
 

@@ -624,7 +624,7 @@ def solve_pose(obj):
         # Judged again on the pose Blender shows (what the solve does not model: constraints, pose scale).
         bpy.context.view_layer.update()
         q = read_pose(obj, tree, mapping)
-        state = shown_state(obj, tree, mapping, q, as_followed(obj, shown_matrices(obj), followers)[mapping.rows])
+        state = shown_state(obj, tree, mapping, q, as_followed(shown_matrices(obj), followers)[mapping.rows])
         result.shown_errors = np.array([float(o.error(state)) for o in objectives])
         met = [bool(o.satisfied(state)) for o in objectives]
         result.shown_success = all(met)
