@@ -537,10 +537,14 @@ def bvh_frames(path):
     for i, line in enumerate(lines, start=1):
         values = line.split()
         try:
-            [float(v) for v in values]
+            numbers = [float(v) for v in values]
         except ValueError as e:
             raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds what is not a number "
                           f"({str(e).split(': ', 1)[-1]})") from None
+        large = next((v for v in numbers if math.isfinite(v) and abs(v) > 1e9), None)
+        if large is not None:  # (a thousand kilometres in millimetres: a damaged file, not a take)
+            raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds {large:g}, out of any "
+                          "take's range")
         if len(values) != channels:
             cut = " (the file is cut short?)" if i == held else ""
             raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds {len(values)} values, "

@@ -266,6 +266,8 @@ def test_a_broken_motion_file_says_why_in_one_line(tmp_path):
                                  r"frame 3 \(near line \d+\) holds \d+ values, its hierarchy has 96 channels .*cut short"),
                                 ("words.bvh", "".join(header + body[:1]) + "x y z\n",
                                  r"frame 2 \(near line \d+\) holds what is not a number \('x'\)"),
+                                ("far.bvh", "".join(header + body[:1]) + body[1].replace(body[1].split()[0], "1e300", 1),
+                                 r"frame 2 \(near line \d+\) holds 1e\+300, out of any take's range"),
                                 ("still.bvh", "".join(header).replace("Frame Time: .0083333", "Frame Time: 0")
                                  + "".join(body), "its Frame Time is 0 \\(a frame lasts a positive time")):
         (tmp_path / name).write_text(text)
