@@ -571,7 +571,9 @@ def retarget(scene, source, target, options=None, progress=None):
         locations[name] = np.linalg.solve(X[:, :3, :3], (want - X[:, :3, 3])[..., None])[..., 0]
     # Keys into a new action of the target (its old one kept).
     tad = target.animation_data or target.animation_data_create()
-    name = f"{src_action.name} on {target.name}"
+    name, k = f"{src_action.name} on {target.name}", 2
+    while bpy.data.actions.get(name) is not None:  # (Blender's own would count up a name's last number: "on root.001"
+        name, k = f"{src_action.name} on {target.name} ({k})", k + 1  # read "on root.002", another armature)
     action = bpy.data.actions.new(name)
     slot = action.slots.new(id_type="OBJECT", name=target.name)
     if tad.action is not None:

@@ -360,6 +360,12 @@ def test_the_operator_retargets_onto_the_active_armature_with_the_panels_setting
     action = target.animation_data.action
     assert action.name == f"{source.animation_data.action.name} on {target.name}"
     assert int(action.frame_range[0]) == first and int(action.frame_range[1]) == first + 40
+    target.name = "rig.001"  # retargeted again: a new action, named for this armature (not Blender's "rig.002")
+    assert bpy.ops.fullbody_ik.retarget() == {"FINISHED"}
+    assert target.animation_data.action.name == f"{source.animation_data.action.name} on rig.001"
+    assert bpy.ops.fullbody_ik.retarget() == {"FINISHED"}
+    assert target.animation_data.action.name == f"{source.animation_data.action.name} on rig.001 (2)"
+    assert action.name in bpy.data.actions  # (the first kept)
     from fullbody_ik.panels.sidebar import FULLBODY_IK_PT_retarget  # the panel draws the mapping without error
 
     assert FULLBODY_IK_PT_retarget.bl_label == "Retarget"
