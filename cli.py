@@ -17,27 +17,21 @@ and keeps its result for inspection.
 """
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import re
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from . import batchjob
+from .errors import Failure, UsageError
+from .files import (
+    bvh_frames, check_writable, load, need_file, open_blend, pick_armature, read_bone_map, same_file, stdout_to_stderr,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class UsageError(Exception):
-    """Bad arguments: exit code 2."""
-
-
-class Failure(Exception):
-    """The job cannot be done with this input: exit code 1."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -237,20 +231,6 @@ def parse_frames(text):
     return first, last
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr():
-    """Blender prints file loading and saving on standard output (from C): keep it for our JSON alone."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def log(message):
     print(message, file=sys.stderr, flush=True)
 
@@ -258,29 +238,6 @@ def log(message):
 def default_output(path, output_dir=None, command="bake"):
     stem = os.path.splitext(os.path.basename(path))[0]
     return os.path.join(output_dir or os.path.dirname(os.path.abspath(path)), f"{stem}_{SUFFIX[command]}.blend")
-
-
-def _check_writable(path, what, suffix=None, inputs=()):
-    """UsageError unless a file can be written at path (its folder exists or can be made, and is writable; not a
-    folder, not a read-only file; not one of the job's ``inputs``; ending in ``suffix`` when given), before any
-    work: found after a bake, the job's minutes were lost and its exit code was a failure's, not a usage error's."""
-    if suffix and not path.lower().endswith(suffix):
-        raise UsageError(f"{what} {path} must end in {suffix}")
-    for given in inputs:
-        if given and os.path.exists(given) and os.path.exists(path) and os.path.samefile(given, path):
-            raise UsageError(f"{what} {path} is the input {given}: the job would write over it; give another "
-                             "--output")
-    if os.path.isdir(path):
-        raise UsageError(f"cannot write {what} {path}: it is a folder")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise UsageError(f"cannot write {what} {path}: the file is read-only")
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write {what} {path}: {e.strerror}") from None
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"cannot write {what} {path}: the folder is not writable")
 
 
 def _find_armature(bpy, name, need_goals=True):
@@ -333,22 +290,6 @@ def _use_action(obj, name):
         ad.action_slot = slot or action.slots.new(id_type="OBJECT", name=obj.name)
 
 
-def _need_file(path):
-    """UsageError unless ``path`` is a file (a folder said so)."""
-    if not os.path.isfile(path):
-        raise UsageError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
-
-
-def _open_blend(bpy, path):
-    """Open a .blend file (UsageError when it is missing, Failure when Blender cannot read it)."""
-    _need_file(path)
-    with _importer_output():  # (Blender's own line of a file it cannot read: our error names it, once)
-        try:
-            bpy.ops.wm.open_mainfile(filepath=os.path.abspath(path), load_ui=False)
-        except RuntimeError as e:
-            raise Failure(f"cannot open {path}: {str(e).strip()}") from None
-
-
 def _open(args):
     """Open the job's file (or use the open one); (source path, output path). UsageError or Failure."""
     import bpy
@@ -356,16 +297,16 @@ def _open(args):
     if args.step < 1:
         raise UsageError(f"--step must be 1 or more, got {args.step}")
     if args.file:
-        _open_blend(bpy, args.file)
+        open_blend(bpy, args.file)
         source = args.file
     else:
         source = bpy.data.filepath
         if not source and not args.output:
             raise UsageError("no .blend file loaded: give one, or --output")
     output = args.output or default_output(source, command=args.command)
-    _check_writable(output, "the output", ".blend", inputs=(source,))
+    check_writable(output, "the output", ".blend", inputs=(source,))
     if args.report:
-        _check_writable(args.report, "the report")
+        check_writable(args.report, "the report")
     return source, output
 
 
@@ -395,7 +336,7 @@ def _progress(obj, what):
 def _save(output):
     import bpy
 
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         try:
             bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(output), copy=True)
         except RuntimeError as e:
@@ -497,189 +438,6 @@ def run_footplant(args, inside_blender=False):
     return _finish(args, source, output, report, report.ok, report.verdict)
 
 
-IMPORTERS = {".bvh": "bvh", ".fbx": "fbx", ".glb": "gltf", ".gltf": "gltf", ".blend": "blend"}
-
-
-def bvh_frames(path):
-    """(frames its header declares, frame lines it holds, seconds a frame, the frames (from 1) holding a value that
-    is not a number: nan or inf) of a BVH file; Failure, naming what is wrong, when it is empty, not a BVH, or has no
-    motion (Blender's importer fails there with an IndexError)."""
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read().decode("latin-1").replace("\r\n", "\n").replace("\r", "\n")  # (old Macs' CR too)
-    except OSError as e:
-        raise Failure(f"cannot read the BVH {path}: {e}") from None
-    if not text.strip():
-        raise Failure(f"the BVH {path} is empty")
-    if not text.lstrip().upper().startswith("HIERARCHY"):
-        raise Failure(f"{path} is not a BVH file: it does not begin with HIERARCHY")
-    motion = re.search(r"^\s*MOTION\s*$", text, re.M | re.I)
-    frames = re.search(r"^\s*Frames:\s*([-+]?\d+)\s*$", text, re.M | re.I)
-    step = re.search(r"^\s*Frame\s+Time:\s*(\S+)\s*$", text, re.M | re.I)
-    if not (motion and frames and step):
-        raise Failure(f"the BVH {path} has no motion (its MOTION section, Frames: or Frame Time: line is missing: "
-                      "the file is cut short?)")
-    if int(frames.group(1)) < 0:
-        raise Failure(f"the BVH {path}: its Frames: line declares {frames.group(1)} frames")
-    try:
-        seconds = float(step.group(1))
-    except ValueError:
-        raise Failure(f"the BVH {path}: its Frame Time is not a number ({step.group(1)!r})") from None
-    if not seconds > 0.0 or not math.isfinite(seconds):
-        raise Failure(f"the BVH {path}: its Frame Time is {step.group(1)} (a frame lasts a positive time: 0.0083333 "
-                      "at 120 frames a second)")
-    lines = [line for line in text[step.end():].splitlines() if line.strip()]
-    held = len(lines)
-    if held == 0:
-        raise Failure(f"the BVH {path} has no frames (its header declares {frames.group(1)}: the file is cut short?)")
-    channels = sum(int(n) for n in re.findall(r"^\s*CHANNELS\s+(\d+)", text[:motion.start()], re.M | re.I))
-    first_line = text[:step.end()].count("\n") + 2  # (the file's line of the first frame, blank lines aside)
-    for i, line in enumerate(lines, start=1):
-        values = line.split()
-        try:
-            numbers = [float(v) for v in values]
-        except ValueError as e:
-            raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds what is not a number "
-                          f"({str(e).split(': ', 1)[-1]})") from None
-        large = next((v for v in numbers if math.isfinite(v) and abs(v) > 1e9), None)
-        if large is not None:  # (a thousand kilometres in millimetres: a damaged file, not a take)
-            raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds {large:g}, out of any "
-                          "take's range")
-        if len(values) != channels:
-            cut = " (the file is cut short?)" if i == held else ""
-            raise Failure(f"the BVH {path}: frame {i} (near line {first_line + i - 1}) holds {len(values)} values, "
-                          f"its hierarchy has {channels} channels{cut}")
-    broken = [i for i, line in enumerate(lines, start=1) if re.search(r"nan|inf", line, re.I)]
-    return int(frames.group(1)), held, seconds, broken
-
-
-@contextlib.contextmanager
-def _importer_output():
-    """An importer's printing (standard output and error, from C and Python) held back: passed on to standard error
-    when it succeeds, dropped when it fails (Blender prints the importer's whole traceback, twice; the error we
-    raise names its last line)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 1)
-        os.dup2(held.fileno(), 2)
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-            if ok:
-                held.seek(0)
-                out = getattr(sys.stderr, "buffer", None)  # (a caller may have put a text stream there)
-                out.write(held.read()) if out is not None else sys.stderr.write(held.read().decode(errors="replace"))
-                sys.stderr.flush()
-
-
-def _load(bpy, path, what, bvh_scale=1.0, bvh_resample=False):
-    """Bring the armatures (and what comes with them) of a motion or character file into the open scene;
-    returns (the objects it added, {object: its name in the file}: a .blend's objects are renamed where the open
-    file has their names). ``bvh_resample``: a BVH's keys at the scene's frame rate (Blender's importer's Scale
-    FPS), not one a frame."""
-    kind = IMPORTERS.get(os.path.splitext(path)[1].lower())
-    if kind is None:
-        raise UsageError(f"the {what} {path!r} is not a .bvh, .fbx, .glb, .gltf or .blend file")
-    _need_file(path)
-    before, named = set(bpy.data.objects), {}
-    with _importer_output():
-        try:
-            if kind == "bvh":
-                bpy.ops.import_anim.bvh(filepath=os.path.abspath(path), global_scale=bvh_scale, rotate_mode="NATIVE",
-                                        use_fps_scale=bvh_resample)
-            elif kind == "fbx":
-                bpy.ops.import_scene.fbx(filepath=os.path.abspath(path))
-            elif kind == "gltf":
-                bpy.ops.import_scene.gltf(filepath=os.path.abspath(path))
-            else:
-                with bpy.data.libraries.load(os.path.abspath(path), link=False) as (src, dst):
-                    names = list(src.objects)
-                    dst.objects = list(names)
-                for name, o in zip(names, dst.objects):
-                    if o is not None:
-                        bpy.context.scene.collection.objects.link(o)
-                        named[o] = name
-        except (RuntimeError, OSError) as e:
-            text = str(e).strip()
-            if "Traceback (most recent call last)" in text:  # the importer's own failure: its exception, the
-                # last line not indented nor Blender's "Location: ..."
-                lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln[:1].isspace()
-                         and not ln.startswith(("Location:", "Traceback", "Error: Python: Traceback"))]
-                text = "the importer failed: " + (lines[-1] if lines else "(no message)")
-            raise Failure(f"cannot read the {what} {path}: {text}") from None
-    added = [o for o in bpy.data.objects if o not in before]
-    return added, {o: named.get(o, o.name) for o in added}
-
-
-def _same_file(bpy, path):
-    """Whether ``path`` is the .blend file open now (Blender cannot load from it: its objects are here)."""
-    here = bpy.data.filepath
-    try:
-        return bool(here) and os.path.samefile(here, path)
-    except OSError:
-        return False
-
-
-def _pick_armature(objects, name, what, option, named=None):
-    """The armature of ``objects`` called ``name`` (in its file: ``named``, {object: name there}), or the only
-    one, or the only humanoid among them; a UsageError (a name that is not there, or none given where several are)
-    or a Failure (none at all) listing them otherwise."""
-    arms = [o for o in objects if o.type == "ARMATURE"]
-    label = (lambda o: named.get(o, o.name)) if named else (lambda o: o.name)  # noqa: E731
-    if name:
-        for o in arms:
-            if label(o) == name:
-                return o
-        raise UsageError(f"no armature named {name!r} in the {what} (armatures: "
-                      f"{', '.join(repr(label(o)) for o in arms) or 'none'})")
-    if len(arms) == 1:
-        return arms[0]
-    if not arms:
-        raise Failure(f"the {what} holds no armature")
-    humanoids = [o for o in arms if _maps(o)]  # (a hat's or a prop's armature beside the character's)
-    if len(humanoids) == 1:
-        return humanoids[0]
-    raise UsageError(f"pass {option}: the {what} has {len(arms)} armatures ({', '.join(repr(label(o)) for o in arms)})"
-                  + (f", {len(humanoids)} of them humanoids" if humanoids else ", none of them a humanoid"))
-
-
-def _maps(obj):
-    """Whether an armature maps as a humanoid (rig.humanoid)."""
-    from .rig import RigError
-    from .rig.humanoid import map_humanoid
-
-    try:
-        map_humanoid(obj)
-    except RigError:
-        return False
-    return True
-
-
-def _bone_map(path):
-    """{role: bone} from a bone map JSON ({"roles": {...}} as saved, or the roles alone), or None."""
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read the bone map {path}: {e}") from None
-    roles = data.get("roles", data) if isinstance(data, dict) else None
-    if not isinstance(roles, dict) or not all(isinstance(v, str) for v in roles.values()):
-        raise UsageError(f"the bone map {path} is not {{\"roles\": {{ROLE: BONE, ...}}}}")
-    return roles
-
-
 def run_retarget(args):
     """One retargeting; returns the JSON-able result. Raises UsageError or Failure."""
     import bpy
@@ -688,32 +446,32 @@ def run_retarget(args):
     from .rig.retarget import RetargetOptions, retarget
 
     frames = parse_frames(args.frames) if args.frames else (None, None)
-    maps = _bone_map(args.source_map), _bone_map(args.target_map)  # bad maps refused before anything is loaded
+    maps = read_bone_map(args.source_map), read_bone_map(args.target_map)  # bad maps refused before anything is loaded
     output = args.output or default_output(args.target, command="retarget")
-    _check_writable(output, "the output", ".blend", inputs=(args.source, args.target))
+    check_writable(output, "the output", ".blend", inputs=(args.source, args.target))
     for path in (args.source, args.target):  # (both there before either is read)
-        _need_file(path)
+        need_file(path)
     clip = None  # a BVH's (frames declared, held, seconds a frame): a broken one said so before anything loads,
     # not as the importer's IndexError
     if os.path.splitext(args.source)[1].lower() == ".bvh" and os.path.isfile(args.source):
         clip = bvh_frames(args.source)
     if args.report:
-        _check_writable(args.report, "the report")
+        check_writable(args.report, "the report")
     if os.path.splitext(args.target)[1].lower() == ".blend":
-        _open_blend(bpy, args.target)
+        open_blend(bpy, args.target)
         characters = list(bpy.data.objects)
     else:
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             bpy.ops.wm.read_homefile(use_empty=True)
-        characters = _load(bpy, args.target, "target", args.bvh_scale)[0]
-    target = _pick_armature(characters, args.target_object, "target", "--target-object")
-    if _same_file(bpy, args.source):  # (the motion in the character's own file: its armature there, kept)
+        characters = load(bpy, args.target, "target", args.bvh_scale)[0]
+    target = pick_armature(characters, args.target_object, "target", "--target-object")
+    if same_file(bpy, args.source):  # (the motion in the character's own file: its armature there, kept)
         added, named = [], {}
-        source = _pick_armature([o for o in bpy.data.objects if o != target], args.source_object,
+        source = pick_armature([o for o in bpy.data.objects if o != target], args.source_object,
                                 "source (the character's own file, the target left out)", "--source-object")
     else:
-        added, named = _load(bpy, args.source, "source", args.bvh_scale, args.clip_rate == "scene")
-        source = _pick_armature(added, args.source_object, "source", "--source-object", named)
+        added, named = load(bpy, args.source, "source", args.bvh_scale, args.clip_rate == "scene")
+        source = pick_armature(added, args.source_object, "source", "--source-object", named)
     warnings = _clip_warnings(bpy.context.scene, clip, args.clip_rate == "scene")
     if args.action:
         _use_action(source, args.action)

@@ -14,13 +14,13 @@ import threading
 import time
 import uuid
 
+from .errors import Failure, UsageError
+
 POLL = 10.0  # seconds between progress lines while nothing finishes
 TICK = 0.2  # seconds the wait for a finished task lasts at most: a Ctrl-C is acted on within it
 
 
 def _distributed():
-    from .cli import UsageError
-
     try:
         import cloudpickle
         import distributed
@@ -33,8 +33,6 @@ def _distributed():
 
 def _connect(distributed, address, log):
     """(client, the LocalCluster started for local:N or None)."""
-    from .cli import Failure, UsageError
-
     cluster = None
     if address.startswith("local:"):
         try:

@@ -207,11 +207,11 @@ def prepare_terrain(character, kind, blend, target_object=None):
     """(in this process, with bpy) the character and a terrain under it, made to its size, saved as ``blend``."""
     import bpy
 
-    from fullbody_ik import cli
+    from fullbody_ik.files import load
     from fullbody_ik.tools import scenes
 
     bpy.ops.wm.read_homefile(use_empty=True)
-    added, _ = cli._load(bpy, character, "character")
+    added, _ = load(bpy, character, "character")
     arms = [o for o in added if o.type == "ARMATURE" and (not target_object or o.name == target_object)]
     arm = max(arms, key=lambda a: len(a.data.bones))
     W = np.array(arm.matrix_world)

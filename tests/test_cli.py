@@ -13,7 +13,8 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 import fullbody_ik  # noqa: E402
-from fullbody_ik import cli  # noqa: E402
+from fullbody_ik import cli, files  # noqa: E402
+from fullbody_ik.errors import Failure, UsageError  # noqa: E402
 from test_bake import FRAMES, build_scene, tip_error  # noqa: E402
 
 
@@ -233,7 +234,7 @@ def test_parse_frames():
     assert cli.parse_frames("1-250") == (1, 250) and cli.parse_frames("7") == (7, 7)
     assert cli.parse_frames("-5") == (-5, -5) and cli.parse_frames("-10--1") == (-10, -1)  # (Blender's frames can be)
     for bad in ("5-1", "a-b", "1-2-3", "", "1-", "1--", "-1--5"):
-        with pytest.raises(cli.UsageError):
+        with pytest.raises(UsageError):
             cli.parse_frames(bad)
 
 
@@ -304,11 +305,11 @@ def test_bvh_frames_reads_the_line_endings_blenders_importer_reads(tmp_path):
                           ("case", text.replace("MOTION", "motion").replace("Frame Time:", "FRAME TIME:\t")),
                           ("end", text.rstrip("\n"))):
         (tmp_path / f"{name}.bvh").write_bytes(variant.encode("latin-1"))
-        declared, held, seconds, broken = cli.bvh_frames(str(tmp_path / f"{name}.bvh"))
+        declared, held, seconds, broken = files.bvh_frames(str(tmp_path / f"{name}.bvh"))
         assert declared == held == 344 and abs(1 / seconds - 120) < 0.01 and broken == [], name
     (tmp_path / "e.bvh").write_text(re.sub(r"Frame Time:.*", "Frame Time: e", text))
-    with pytest.raises(cli.Failure, match="its Frame Time is not a number"):
-        cli.bvh_frames(str(tmp_path / "e.bvh"))
+    with pytest.raises(Failure, match="its Frame Time is not a number"):
+        files.bvh_frames(str(tmp_path / "e.bvh"))
 
 
 def test_a_batch_hands_its_jobs_the_frames_options_and_one_thread_each(tmp_path, monkeypatch):
