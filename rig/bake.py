@@ -24,9 +24,9 @@ from .armature import (
 )
 from .controls import as_followed, deform_followers, location_controls
 from .evaluation import evaluating_only
-from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, goal_bones, goal_labels, goal_notes,
+from .goals import (ANGULAR_KINDS, GOAL_KINDS, GoalObjectives, aimed, enabled_goals, goal_bones, goal_notes,
                     pointed_bones, settings_tracker, settings_tree, stay_near, stay_weights, world_scale)
-from .hints import counted, frame_anchors, limit_hints, reach_hints
+from .hints import counted, frame_anchors, limit_hints, reach_hints, root_bones
 from .reading import one_job_each_call
 
 REPORT_PROPERTY = "fullbody_ik_report"  # JSON report kept on the baked action
@@ -423,14 +423,11 @@ class ArmatureGoals:
         self.tree, self.mapping = settings_tree(obj)
         self._objectives = GoalObjectives(obj, self.tree, self.mapping)
         self._stay = stay_weights(obj, self.mapping, goal_bones(obj), pointed=pointed_bones(obj))
-        places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
-        enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
-        self.goal_index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
+        enabled, self.goal_index, names = enabled_goals(obj)
         # One column per error: a pose goal has two (position, and its angle from its details).
         self.columns = [(i, "error") for i in self.goal_index]
         self.columns += [(i, "angular_error") for i in self.goal_index if enabled[i].kind == "POSE"]
         self.columns.sort(key=lambda c: (c[0], c[1] != "error"))
-        names = goal_labels(enabled, places)
         self.labels = [names[i] + (" (angle)" if field == "angular_error" else "") for i, field in self.columns]
         self.units = ["rad" if enabled[i].kind in ANGULAR_KINDS or field == "angular_error" else "m"
                       for i, field in self.columns]
@@ -818,7 +815,7 @@ class Baker:
             missed = ~(report.errors <= limit) | short
             report.hints = reach_hints(self.tree, self.objectives, self.columns, self.labels, self.scales,
                                        [self._anchors(k) for k in range(len(self.frames))], missed, report.errors,
-                                       {b.name for b in self.obj.data.bones if b.parent is None})
+                                       root_bones(self.obj))
             # (the frames the solve itself left short: not those only Blender's pose misses, for what the solve
             # does not model)
             report.hints += limit_hints(self._frame_tree, self.objectives, self.Q,

@@ -12,7 +12,7 @@ from .armature import (
 )
 from .controls import (as_followed, carriers, control_freedom, control_notes, deform_followers, location_controls,
                        overridden, switch_notes)
-from .hints import frame_anchors, limit_hints, reach_hints
+from .hints import frame_anchors, limit_hints, reach_hints, root_bones
 from .reading import one_job_each_call
 
 AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
@@ -280,6 +280,13 @@ def _target_name(goal):
     if goal.target is None:
         return ""
     return f"{goal.target.name}:{goal.subtarget}" if goal.subtarget else goal.target.name
+
+
+def enabled_goals(obj):
+    """(the enabled goals, the indices among them of those that are goals, not displacements, their labels)."""
+    enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
+    places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
+    return enabled, [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"], goal_labels(enabled, places)
 
 
 def goal_objectives(obj, goals, tree, mapping, q_start):
@@ -584,15 +591,12 @@ def settings_tracker(obj, tree, method="", time_limit=0.0, continuity=1e-4, prev
 def _miss_hints(obj, tree, objectives, result, met):
     """Why a Solve left goals not met as shown (``met``: per objective): targets out of their chains' reach, goals
     pulling against each other, joint limits (reach_hints, limit_hints: the bake's, for its one frame)."""
-    enabled = [g for g in obj.fullbody_ik.goals if g.enabled]
-    places = [k + 1 for k, g in enumerate(obj.fullbody_ik.goals) if g.enabled]
-    index = [i for i, g in enumerate(enabled) if g.kind != "DISPLACEMENT"]
-    labels = goal_labels(enabled, places)
+    _, index, labels = enabled_goals(obj)
     scale = world_scale(obj)
     missed = np.array([[not met[i] for i in index]])
     hints = reach_hints(tree, [objectives], [(i, "error") for i in index], [labels[i] for i in index], [scale],
                         [frame_anchors(tree)], missed, result.shown_errors[index][None] * scale,
-                        {b.name for b in obj.data.bones if b.parent is None})
+                        root_bones(obj))
     return hints + limit_hints(lambda k: tree, [objectives], [result.q], np.array([not result.success]), index)
 
 

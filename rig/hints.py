@@ -291,6 +291,11 @@ def _pair_reach(tree, frames, rows, i, position, link, anchors, scales):
     return j, a, beyond
 
 
+def root_bones(obj):
+    """The names of an armature's bones without a parent (reach_hints' ``root_bones``: what Free Root frees)."""
+    return {b.name for b in obj.data.bones if b.parent is None}
+
+
 def frame_anchors(tree):
     """reach_hints' anchors for a tree with a frame's origins: where its chains start (chain_roots) and its joint
     offsets' lengths (keyed bones move, and lengthen chains)."""

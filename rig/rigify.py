@@ -89,7 +89,8 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
         # anchors, the bones between and their own bases place them (_placed_as_set): checked through Blender every
         # CHECK_EVERY frames; where Blender shows one elsewhere, the frames since the last check are set again, the
         # rig updated after every level.
-        skip = bool(levels) and all(_placed_as_set(obj, c, chain) for c, _, chain in levels[-1])
+        driven = {d.data_path for d in (obj.animation_data.drivers if obj.animation_data else ())}
+        skip = bool(levels) and all(_placed_as_set(obj, c, chain, driven) for c, _, chain in levels[-1])
         checked, i = -1, 0
         while i < len(frames):
             check = not skip or i - checked >= CHECK_EVERY or i == len(frames) - 1
@@ -104,7 +105,7 @@ def key_rigify(scene, obj, controls, wanted, frames, progress=None):
                         above = above @ local[b] @ np.array(pb[b].matrix_basis)
                     pb[control].matrix_basis = Matrix(np.linalg.solve(above @ local[control],
                                                                       target[control]).tolist())
-                    if not check:
+                    if not check and n == len(levels) - 1:
                         placed[control] = above @ local[control] @ _as_shown(pb[control], data[control])
                 if n < len(levels) - 1 or check:
                     layer.update()
@@ -142,13 +143,11 @@ def _as(shown, wanted, size):
 CHECK_EVERY = 8  # frames between two checks through Blender of controls key_rigify sets with no update for them
 
 
-def _placed_as_set(obj, control, chain):
+def _placed_as_set(obj, control, chain, driven):
     """Whether Blender shows ``control`` where its anchor, the rest offsets and bases of the bones ``chain`` between
-    and its own basis put it, as long as nothing is scaled: no driver on their transforms, and no constraint on
-    them but a Copy Scale or one with no influence; each takes its parent's rotation and its location in its own
-    axes."""
-    ad = obj.animation_data
-    driven = {d.data_path for d in (ad.drivers if ad else ())}
+    and its own basis put it, as long as nothing is scaled: no driver on their transforms (``driven``: the rig's
+    drivers' data paths), and no constraint on them but a Copy Scale or one with no influence; each takes its
+    parent's rotation and its location in its own axes."""
     for name in (*chain, control):
         bone, path = obj.data.bones[name], f'pose.bones["{name}"]'
         if any(f"{path}.{p}" in driven for p in ("location", "rotation_quaternion", "rotation_euler",
