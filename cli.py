@@ -217,6 +217,7 @@ def parser(inside_blender=False):
 
 
 SUFFIX = {"bake": "baked", "footplant": "footplant", "retarget": "retarget"}
+PLOT_TYPES = (".png", ".svg", ".pdf")  # what a report's plot is saved as (matplotlib's, from the name)
 
 
 def parse_frames(text):
@@ -306,7 +307,7 @@ def _open(args):
     output = args.output or default_output(source, command=args.command)
     check_writable(output, "the output", ".blend", inputs=(source,))
     if args.report:
-        check_writable(args.report, "the report")
+        check_writable(args.report, "the report", suffix=PLOT_TYPES)
     return source, output
 
 
@@ -456,7 +457,7 @@ def run_retarget(args):
     if os.path.splitext(args.source)[1].lower() == ".bvh" and os.path.isfile(args.source):
         clip = bvh_frames(args.source)
     if args.report:
-        check_writable(args.report, "the report")
+        check_writable(args.report, "the report", suffix=PLOT_TYPES)
     if os.path.splitext(args.target)[1].lower() == ".blend":
         open_blend(bpy, args.target)
         characters = list(bpy.data.objects)

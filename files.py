@@ -30,10 +30,12 @@ def stdout_to_stderr():
 
 def check_writable(path, what, suffix=None, inputs=()):
     """UsageError unless a file can be written at path (its folder exists or can be made, and is writable; not a
-    folder, not a read-only file; not one of the job's ``inputs``; ending in ``suffix`` when given), before any
+    folder, not a read-only file; not one of the job's ``inputs``; ending in ``suffix``, or one of them, when
+    given), before any
     work: found after a bake, the job's minutes were lost and its exit code was a failure's, not a usage error's."""
-    if suffix and not path.lower().endswith(suffix):
-        raise UsageError(f"{what} {path} must end in {suffix}")
+    suffixes = (suffix,) if isinstance(suffix, str) else tuple(suffix or ())
+    if suffixes and not path.lower().endswith(suffixes):
+        raise UsageError(f"{what} {path} must end in {' or '.join(suffixes)}")
     for given in inputs:
         if given and os.path.exists(given) and os.path.exists(path) and os.path.samefile(given, path):
             raise UsageError(f"{what} {path} is the input {given}: the job would write over it; give another "

@@ -488,7 +488,8 @@ def retarget(scene, source, target, options=None, progress=None):
     rest_note = ""
     if lying and upright[2] is not None:  # its reference: the frame where it stands most upright
         rest_note = (f"the source's rest pose does not stand (uprightness {S.standing():.2f} of 1): frame "
-                     f"{upright[1]}, where it stands most upright ({upright[0]:.2f}), is its reference pose")
+                     f"{upright[1]}, where it stands most upright ({upright[0]:.2f}), is the pose its bones are matched in "
+                     f"(the frame stays in the job)")
         S.ref, S.ref_frame = upright[2], upright[1]
     Rs_rest, _ = S.rest_world()
     # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto

@@ -29,7 +29,8 @@ import numpy as np
 
 SIDES = ("left", "right")
 SEGMENT_SUFFIX = re.compile(r"([._\-]\d{2,3}|[._\-]?(twist|roll|share|part|tw)\w*)$", re.I)
-NOT_LIMB = re.compile(r"(^|[^a-z])(ik|mch|vis|socket|helper|prop|weapon)([^a-z]|$)|pole|target|ctrl|control", re.I)
+NOT_LIMB = re.compile(r"(^|[^a-z])(ik|mch|vis|socket|helper|prop|weapon)([^a-z]|$)|(?-i:[a-z]IK(?![a-z]))|pole|target"
+                      r"|ctrl|control", re.I)  # (footIK.L, handIK_R: camel case)
 FACE = re.compile(r"face|jaw|eye|nose|lip|teeth|tongue|brow|cheek|ear|forehead|chin|temple|lid|hair", re.I)
 END = re.compile(r"([_.\s\-](end|nub|tip)|(?-i:[a-z0-9](End|Nub))|end_?site)$", re.I)  # exporters' leaf markers (not lShldrBend)
 TOE_NAME = re.compile(r"toe|ball", re.I)
@@ -111,11 +112,12 @@ class _Skeleton:
                 continue
             up = self.head[:, 2] - self.head[f, 2]
             side = np.linalg.norm((self.head - self.head[f])[:, :2], axis=1)
-            legs = [k for k in range(len(self.bones)) if is_leaf[k] and k != f and up[k] > 0.02 * self.height
-                    and side[k] < 0.35 * up[k] and not NOT_LIMB.search(self.name(k)) and not self._above(f, k)]
+            legs = [k for k in range(len(self.bones)) if is_leaf[k] and k != f and 0.02 * self.height < up[k]
+                    < 0.5 * self.height and side[k] < 0.35 * up[k] and not NOT_LIMB.search(self.name(k))
+                    and not self._above(f, k)]  # (a shin's head, its knee, is in the body's lower half; a shin may
+            # take two such bones: a foot and its IK control both left on the root)
             if legs:
                 self.parent[f] = min(legs, key=lambda k: up[k] + side[k])
-                is_leaf[self.parent[f]] = False
 
     def _above(self, a, b):
         """Whether bone ``a`` is an ancestor of bone ``b``."""
@@ -345,11 +347,19 @@ def _segments(sk, path):
     runs = []
     for b in path:
         base = SEGMENT_SUFFIX.sub("", sk.name(b))
-        if runs and base and sk.name(runs[-1][0]) == base != sk.name(b):  # (thigh.L, thigh.L.001; not Bone.009, .010)
-            runs[-1].append(b)
+        if runs and base and sk.name(runs[-1][0]) == base != sk.name(b) and not HAND_NAME.search(base):
+            runs[-1].append(b)  # (thigh.L, thigh.L.001; not Bone.009, .010; a hand has no twist segments: hand.L,
+            # hand.L.001 are bones named as duplicated)
         else:
             runs.append([b])
     return runs
+
+
+def _arm_segments(sk, path):
+    """An arm's segments: by their names, or each bone one when the names make fewer than two (an arm of
+    ``hand.L``, ``hand.L.001``, ``hand.L.002``: a mascot's, named as duplicated)."""
+    runs = _segments(sk, path)
+    return runs if len(runs) >= 2 else [[b] for b in path]
 
 
 def _fingers_from(sk, bone):
@@ -366,17 +376,20 @@ def _arm(sk, top, left, centre, sign):
     out = lambda c: float((sign * ((sk.head[sk.below[c]] if sk.children[c] else sk.end[c][None]) - centre) @ left).max())  # noqa: E731
     path = _main_path(sk, top, lambda c: (not FINGER_NAME.search(sk.name(c)) or len(sk.children[c]) > 1, out(c)))
     hand = next((k for k, b in enumerate(path) if HAND_NAME.search(sk.name(b)) and not FINGER_NAME.search(sk.name(b))
-                 and not NOT_LIMB.search(sk.name(b))), None)
+                 and not NOT_LIMB.search(sk.name(b)) and len(_arm_segments(sk, path[:k])) >= 2), None)
+    while hand is not None and hand + 1 < len(path) and \
+            SEGMENT_SUFFIX.sub("", sk.name(path[hand + 1])) == SEGMENT_SUFFIX.sub("", sk.name(path[hand])):
+        hand += 1  # (an arm of hand.L, hand.L.001, hand.L.002: the hand is the last of them)
     length = lambda run: float(np.linalg.norm(sk.end[run[-1]] - sk.head[run[0]]))  # noqa: E731
     before, ends_at_forearm = path, False
     if hand is None:
         hand = next((k for k, b in enumerate(path) if k >= 2 and _fingers_from(sk, b)), None)
-        if hand is not None and length([path[hand]]) > 0.75 * length(_segments(sk, path[:hand])[-1]):
+        if hand is not None and length([path[hand]]) > 0.75 * length(_arm_segments(sk, path[:hand])[-1]):
             before, hand, ends_at_forearm = path[:hand + 1], None, True  # (fingers from a bone as long as the one
             # before it: a forearm, no hand)
     if hand is not None:
         before = path[:hand]
-    runs = _segments(sk, before)
+    runs = _arm_segments(sk, before)
     if len(runs) < 2:
         return None, f"{sk.name(top)!r}: fewer than two bones before the hand"
     if hand is not None or ends_at_forearm:  # the forearm ends at the hand, or is the last

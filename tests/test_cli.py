@@ -110,6 +110,9 @@ def test_an_output_over_an_input_or_a_missing_input_is_refused_before_any_work(t
     goals.write_text("[]")
     proc = run("bake", scene, "--goals", goals, "--output", tmp_path / "out.blend")
     assert proc.returncode == 2 and "holds an empty list" in proc.stderr, proc.stderr
+    proc = run("retarget", clip, character, "--report", tmp_path / "report.json", "--output", tmp_path / "o.blend")
+    assert proc.returncode == 2 and "must end in .png" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "o.blend").exists()  # (a plot's name a format it cannot be: refused before the work)
 
 
 def test_missing_file_and_broken_scenes(tmp_path, scene_file):

@@ -94,6 +94,33 @@ def test_humanoids_of_any_naming_pose_and_proportions_are_mapped_by_structure(va
     assert not set(h.roles) - set(roles)  # nothing else taken for a role (a pole target, a finger)
 
 
+def test_a_mascot_with_its_feet_ik_on_the_root_and_arms_named_as_duplicates_is_mapped():
+    scenes.fresh(bpy)  # (as Godot's mascot: each foot and its IK control on the root at the ankle, deforming)
+    obj, roles = characters.build(bpy, "plain", feet_on_root=True, toes=False, fingers=False)
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = obj.data.edit_bones
+    for s in "LR":
+        foot = eb[f"Foot{s}"]
+        ik = eb.new(f"FootIK{s}")
+        ik.head, ik.tail, ik.parent = foot.head, foot.head + (foot.tail - foot.head) * 0.5, foot.parent
+        extra = eb.new(f"Foot{s}.001")  # (a second copy, named as Blender names duplicates)
+        extra.head, extra.tail, extra.parent = foot.head, foot.tail, foot.parent
+    renamed = {}
+    for side, s in (("left", "L"), ("right", "R")):
+        for k, role in enumerate(("upper_arm", "forearm", "hand")):
+            renamed[roles[f"{side} {role}"]] = f"hand.{s}" + (f".{k:03d}" if k else "")
+    for old, new in renamed.items():
+        eb[old].name = new
+    bpy.ops.object.mode_set(mode="OBJECT")
+    h = map_humanoid(obj)
+    expected = {r: renamed.get(b, b) for r, b in roles.items()}
+    assert {r: h.roles.get(r) for r in expected if "foot" not in r} == \
+        {r: b for r, b in expected.items() if "foot" not in r}
+    assert {h.roles["left foot"], h.roles["right foot"]} <= {"FootL", "FootR", "FootL.001", "FootR.001"}
+    assert h.roles["left foot"].startswith("FootL")
+
+
 def test_what_is_not_a_humanoid_is_refused_saying_what_was_looked_at():
     scenes.fresh(bpy)
     obj, _ = characters.build(bpy, "plain")
