@@ -177,14 +177,31 @@ class _Skeleton:
             self.tail(self.index[self.h.bone("chest")])  # (no neck nor head: the chest's own tail)
         out = {"pelvis": _frame(at("right thigh") - at("left thigh"), at("chest") - at("pelvis")),
                "chest": _frame(at("right upper_arm") - at("left upper_arm"), top - at("chest"))}
+        soles = self._soles()
         for s in SIDES:
             toe = self.h.bone(f"{s} toe")
-            tip = self.tail(self.index[toe or self.h.bone(f"{s} foot")])
-            forward = tip - at(f"{s} foot")
+            forward = self.tail(self.index[toe or self.h.bone(f"{s} foot")]) - at(f"{s} foot")
             forward[2] = 0.0
+            if s in soles and not toe:  # a foot bone with no toe after it may be a speck pointing anywhere
+                # (RobotExpressive's points back: its heel rose where its toes should): its sole's heel to toe
+                sole = soles[s]["toe"] - soles[s]["heel"]
+                sole[2] = 0.0
+                if np.linalg.norm(forward) < 0.25 * np.linalg.norm(sole):
+                    forward = sole
             up = np.array([0.0, 0.0, 1.0])
             out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
         return out
+
+    def _soles(self):
+        """{side: {"heel", "ball", "toe": world point}} of the feet's sole points in the reference pose ({} when the
+        feet cannot be found): where its skin or its bones put them."""
+        try:
+            feet = humanoid_feet(self.obj, self.h)
+        except RigError:
+            return {}
+        W = np.array(self.obj.matrix_world)
+        return {f.side: {p.name: (W @ self.ref[self.index[p.bone]] @ np.append(p.offset, 1.0))[:3] for p in f.points}
+                for f in feet}
 
 
 def feet_travel(points, feet, contacts=None, standing_share=0.15):

@@ -903,3 +903,56 @@ def test_legs_hanging_from_a_root_on_the_floor_are_planted():
     assert report.ok, report.text()
     for side, a in report.feet.after.items():
         assert a["frames_off_terrain"] == 0 and a["contact_frames"] > 20 and a["float_mm_max"] < 5, (side, a)
+
+
+def test_feet_that_are_specks_pointing_back_with_no_toes_walk_toes_first():
+    """A game character whose foot bones are specks pointing back, with no toe bones, and skin reaching forward
+    (RobotExpressive's): its feet are turned as its soles point, heel to toe. Turned as the specks point, each foot
+    walked backwards: its heel rose as its toes should, and a contact floated 12 mm."""
+    from mathutils import Vector
+
+    from fullbody_ik.rig.retarget import humanoid_feet
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = characters.build(bpy, "plain", toes=False)[0]
+    bpy.context.view_layer.objects.active = target
+    bpy.ops.object.mode_set(mode="EDIT")
+    for s in "LR":
+        foot = target.data.edit_bones[f"Foot{s}"]
+        foot.tail = foot.head + Vector((0.0, 0.005, 0.0))  # (a speck, pointing back: +Y)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    boots = {}
+    for s in "LR":
+        head = np.array(target.data.bones[f"Foot{s}"].head_local)
+        boots[s] = _boot_box(target, f"Foot{s}", head)
+    feet = humanoid_feet(target, map_humanoid(target))
+    assert all(np.array(p.rest)[1] < -0.1 for f in feet for p in f.points if p.name == "toe")  # (read from the skin)
+    last = first + 120
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    pelvis = target.pose.bones[map_humanoid(target).bone("pelvis")]
+    bpy.context.scene.frame_set(first)
+    start = np.array(target.matrix_world @ pelvis.head)
+    bpy.context.scene.frame_set(last)
+    travel = np.array(target.matrix_world @ pelvis.head) - start
+    travel = travel[:2] / np.linalg.norm(travel[:2])
+    dots = []
+    for f in range(first, last + 1, 6):
+        bpy.context.scene.frame_set(f)
+        for box in boots.values():
+            ev = box.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            co = np.array([ev.matrix_world @ v.co for v in ev.data.vertices])
+            front, back = co[[0, 1, 4, 5]].mean(axis=0), co[[2, 3, 6, 7]].mean(axis=0)  # (the -Y end, the +Y end)
+            d = (front - back)[:2]
+            dots.append(float(d @ travel / np.linalg.norm(d)))
+    assert np.median(dots) > 0.8 and min(dots) > 0.0, np.percentile(dots, [0, 50, 100])
+
+
+def _boot_box(obj, bone, ankle):
+    """A boot skinned to ``bone``: from 6 cm behind the ankle to 24 cm before it (the character faces -Y), 10 cm wide,
+    from the ankle's height to the floor."""
+    from helpers import skinned_box
+
+    return skinned_box(bpy, obj, bone, (ankle[0] - 0.05, ankle[1] - 0.24, 0.0), (ankle[0] + 0.05, ankle[1] + 0.06,
+                                                                                 ankle[2]), "boot")
