@@ -49,7 +49,8 @@ def measure(bpy, tgt, frames, contacts, unit):
     """Skate and toe heights over the floor of the target at the source's contacts, in metres of a 0.9 m hip
     height."""
     from fullbody_ik.rig.feet import find_feet
-    from fullbody_ik.rig.footplant import SoleSampler, _runs
+    from fullbody_ik.rig.contacts import runs
+    from fullbody_ik.rig.soles import SoleSampler
 
     feet = find_feet(tgt)
     sampler = SoleSampler(tgt, feet)
@@ -61,7 +62,7 @@ def measure(bpy, tgt, frames, contacts, unit):
         pts[i] = sampler.sample()
     skate, toes = [], []
     for j, (k, name, _, _) in enumerate(sampler.specs):
-        for a, b in _runs(contacts[:, j]):
+        for a, b in runs(contacts[:, j]):
             if b > a:
                 skate.append(np.linalg.norm(np.diff(pts[a:b + 1, j, :2], axis=0), axis=1))
         if name == "toe":
@@ -74,7 +75,7 @@ def measure(bpy, tgt, frames, contacts, unit):
 
 def run_case(bpy, source, target, max_frames):
     from fullbody_ik.rig.feet import find_feet
-    from fullbody_ik.rig.footplant import sample_motion
+    from fullbody_ik.rig.soles import sample_motion
     from fullbody_ik.rig.humanoid import map_humanoid
     from fullbody_ik.rig.retarget import RetargetOptions, retarget
 
@@ -90,7 +91,7 @@ def run_case(bpy, source, target, max_frames):
         ht, hs = map_humanoid(tgt), map_humanoid(src)
         unit = 0.9 / ht.hip_height(tgt)  # lengths as for a character with a 0.9 m hip height
         tfeet, sfeet = find_feet(tgt), find_feet(src)
-        from fullbody_ik.rig.footplant import SoleSampler
+        from fullbody_ik.rig.soles import SoleSampler
 
         ts = SoleSampler(tgt, tfeet)
         where = {(sfeet[k].side, n): j for j, (k, n, _, _) in enumerate(motion.sampler.specs)}
@@ -109,10 +110,10 @@ def run_case(bpy, source, target, max_frames):
         if not ik:  # the source's skate, scaled as the target's lengths are
             s_unit = 0.9 / hs.hip_height(src)
             sk = []
-            from fullbody_ik.rig.footplant import _runs
+            from fullbody_ik.rig.contacts import runs
 
             for j in range(motion.contacts.shape[1]):
-                for a, b in _runs(motion.contacts[:, j]):
+                for a, b in runs(motion.contacts[:, j]):
                     if b > a:
                         sk.append(np.linalg.norm(np.diff(motion.pts[a:b + 1, j, :2], axis=0), axis=1))
             row["source_skate_mm"] = 1e3 * s_unit * float(np.concatenate(sk).mean()) if sk else 0.0

@@ -147,7 +147,7 @@ class FULLBODY_IK_PT_feet(_Subpanel, bpy.types.Panel):
     def draw(self, context):
         from ..rig import RigError
         from ..rig.feet import find_feet
-        from ..rig.footplant import feet_report_summary
+        from ..rig.foot_report import feet_report_summary
 
         layout = self.layout
         obj = context.active_object
@@ -187,7 +187,7 @@ class FULLBODY_IK_PT_retarget(_Subpanel, bpy.types.Panel):
 
     def draw(self, context):
         from ..rig import RigError
-        from ..rig.footplant import feet_report_summary
+        from ..rig.foot_report import feet_report_summary
         from ..rig.humanoid import map_humanoid
 
         layout = self.layout

@@ -17,22 +17,18 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
-from ..solvers import Displacement, Orientation, Position
 from ..solvers.rotations import exp_so3, log_so3, skew
-from .armature import RigError, _matrices, chains_to, constrained
-from .bake import (BakeOptions, Baker, check_bake, frame_ranges as _ranges, keep_report, outside_warning,
-                   summary_lines)
-from .evaluation import evaluating_only
-from .feet import _side, find_feet, up_vector
-from .goals import cached_tree
+from .armature import RigError
+from .bake import BakeOptions, Baker, check_bake, keep_report, outside_warning
+from .contacts import CONTACT_PREFIX, moving, runs, write_contacts
+from .feet import find_feet
+from .foot_goals import FootGoals, driven_by_rig, rig_controls
+from .foot_report import FEET_REPORT_PROPERTY, FootReport, foot_metrics, side_views
 from .reading import one_job_each_call
+from .soles import plane_normal, sample_motion, sole_probes, untouched_feet
 from .terrain import Terrain
 
-CONTACT_PREFIX = "fbik_contact"
-FEET_REPORT_PROPERTY = "fullbody_ik_feet_report"
-POINT_NAMES = ("heel", "ball", "ball_in", "ball_out", "toe")
 HALF_LIFE = 0.08  # seconds: a foot's tilt and toe bend, where its contacts leave them free, fade at this rate
 
 
@@ -63,225 +59,6 @@ class FootOptions:
     workers: int = 0
 
 
-def _channel(foot, point):
-    """The custom property keyed with a sole point's contacts (the ball's sides share the ball's)."""
-    return f"{CONTACT_PREFIX}_{foot.side}_{'ball' if point.startswith('ball') else point}"
-
-
-def _runs(mask):
-    """[(first, last)] index runs of True in a 1-D bool array."""
-    out, start = [], None
-    for i, m in enumerate(mask):
-        if m and start is None:
-            start = i
-        if not m and start is not None:
-            out.append((start, i - 1))
-            start = None
-    if start is not None:
-        out.append((start, len(mask) - 1))
-    return out
-
-
-def detect_contacts(height, speed, h_on, v_on, min_frames, pts=None):
-    """(F, P) contacts from heights above the floor and speeds: on below h_on and v_on, off above 1.5x
-    either (hysteresis), runs shorter than ``min_frames`` dropped; with the points ``pts`` (F, P, 3), gaps
-    shorter than that filled where the point stays below 1.5x h_on and comes back to within h_on of where it
-    left (mocap noise, not a step or a slide)."""
-    F, P = height.shape
-    out = np.zeros((F, P), dtype=bool)
-    v_on = np.broadcast_to(np.asarray(v_on, dtype=float), (P,))  # per point, or one for all
-    for p in range(P):
-        on = False
-        for t in range(F):
-            if not on and height[t, p] < h_on and speed[t, p] < v_on[p]:
-                on = True
-            elif on and (height[t, p] > 1.5 * h_on or speed[t, p] > 1.5 * v_on[p]):
-                on = False
-            out[t, p] = on
-        for a, b in _runs(out[:, p]):
-            if b - a + 1 < min_frames:
-                out[a:b + 1, p] = False
-        if pts is None:
-            continue
-        runs = _runs(out[:, p])
-        for (_, b), (a, _) in zip(runs, runs[1:]):
-            if a - b - 1 < min_frames and (height[b + 1:a, p] < 1.5 * h_on).all() and \
-                    np.linalg.norm(pts[a, p] - pts[b, p]) < h_on:
-                out[b + 1:a, p] = True
-    return out
-
-
-def _own_floor(z):
-    """(P,) each sole point's own lowest height (2nd percentile) over frames of heights ``z`` (F, P): mocap
-    soles are not at one height; a foot's floor is the lowest of its points'."""
-    return np.percentile(z, 2, axis=0)
-
-
-def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
-    """((F, P) contacts, (F, feet) floor heights under the feet, (feet,) whether each foot stood still while
-    another swung) of sole points ``pts`` (F, P, 3, world) with speeds (F, P): below 3 % of the hip height
-    ``leg`` over the floor where the point rests and slower than 15 % of it per second (a foot in stance), with
-    hysteresis and a minimum duration. ``cols``: the points' columns per foot; ``level_cols``: those of them
-    that say where the foot stands (default all: not points guessed beside the bones, a sole's width).
-
-    The floor where a point rests is its own lowest height (mocap soles are not at one height), or on uneven
-    ground (a clip recorded on rocks or stairs) the low height (5th percentile; the first quartile where that is
-    much higher: a toe poked through the floor as it leaves) of the foot's lowest point over a stance (a run of
-    frames where a point of the foot is slow) on the floor the feet walk on (_on_drifting_floor), or that
-    carries the body: another foot swings meanwhile (the weight is on this one: a step up onto a rock or a box)
-    and it lasts at least half as long as the clip's stances do (not the feet slowing together at a jump's top),
-    or it is no higher than where another foot stands (both feet on the top tread); not a raised foot held still
-    while the other stands.
-    The speed threshold grows with the feet's swing speed (a fifth of the calmer foot's 90th percentile, up to
-    30 % of the hip height per second): a clip at its own 120 Hz, where mocap jitter moves a standing foot,
-    reads like one slowed to a 24 fps scene; a jittering foot does not raise it. In place, the speed given is
-    vertical and the threshold at least 1.5x its slowest fifth (a stylized run whose feet never stop). The
-    floor under a foot is where it stands (in a stance whose lowest point drifts, that low height over the
-    half second around each frame: a mocap floor drifts), blended linearly between its stances, never above the
-    foot."""
-    F, P = speed.shape
-    z = pts[..., 2]
-    h_on, min_frames = 0.03 * leg, max(2, int(round(0.08 * fps)))
-    if in_place:
-        v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
-    else:
-        swing = min(float(np.median(np.percentile(speed[:, c], 90, axis=0))) for c in cols)
-        v_on = np.full(P, max(0.15 * leg, min(0.2 * swing, 0.3 * leg)))
-    own = _own_floor(z)
-    ground = np.tile(own, (F, 1))  # per frame and point: the floor it is judged against
-    slow = speed < v_on
-    swinging = np.array([~slow[:, c].any(axis=1) for c in cols]).T  # (F, feet): no point of the foot is slow
-    # The feet's stances: runs where a point of the foot is slow (the toe stays while the heel rises), joined
-    # over fewer than min_frames fast frames; the foot's floor in each is the low height of its lowest point,
-    # each point's floor that plus the point's own offset (a heel higher than the ball on a mocap skeleton).
-    stances = []  # (foot, first, stop: where the next stance begins, floor, on its own lowest floor)
-    local = np.full((F, len(cols)), np.nan)  # where each foot's lowest point stands, near each frame of a stance
-    half = max(1, int(round(0.25 * fps)))
-    for k, c in enumerate(cols):
-        merged = []
-        for a, b in _runs(slow[:, c].any(axis=1)):
-            if merged and a - merged[-1][1] - 1 < min_frames:
-                merged[-1] = (merged[-1][0], b)
-            else:
-                merged.append((a, b))
-        lowest = z[:, (level_cols or cols)[k]].min(axis=1)
-        for n, (a, b) in enumerate(merged):
-            low, most = np.percentile(lowest[a:b + 1], [5, 25])
-            low = float(most if most - low > h_on else low)  # (a toe poked through the floor as it leaves: no level)
-            local[a:b + 1, k] = low
-            if np.percentile(lowest[a:b + 1], 75) - low > 0.5 * h_on:  # a stance whose level drifts (mocap): its
-                # level the same low height over the half second around each frame (within the stance)
-                near = sliding_window_view(np.pad(lowest[a:b + 1], half, constant_values=np.nan), 2 * half + 1)
-                near_low, near_most = np.nanpercentile(near, [5, 25], axis=1)
-                local[a:b + 1, k] = np.where(near_most - near_low > h_on, near_most, near_low)
-            stop = merged[n + 1][0] if n + 1 < len(merged) else F
-            stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
-    stances = _on_drifting_floor(stances, h_on, int(round(2.0 * fps)))
-    # Above its lowest floor, a stance holds the body when another foot swings meanwhile (the weight is on this
-    # one), or when it is no higher than where another foot stands then (both feet on the top tread); not a
-    # raised foot held still.
-    standing = np.full((F, len(cols)), np.inf)  # the floor each foot stands on, where that is sure
-    floors = np.full((F, len(cols)), np.nan)  # the floor under each foot: where it stands, in between blended
-    stood = np.zeros(len(cols), dtype=bool)
-    lengths = [b - a + 1 for _, a, b, _, _, base in stances if base and b - a + 1 >= min_frames] or \
-        [b - a + 1 for _, a, b, _, _, _ in stances if b - a + 1 >= min_frames]
-    typical = float(np.median(lengths)) if lengths else 0.0  # a stance's length in this clip (on the floor)
-    for k, a, b, _, low, base in stances:
-        others = np.delete(swinging, k, axis=1)
-        carries = others.size > 0 and int(others[a:b + 1].any(axis=1).sum()) >= min_frames
-        stood[k] |= carries and b - a + 1 >= min_frames
-        # Not the feet slowing together at a jump's top: that is shorter than a stance.
-        if base or (carries and b - a + 1 >= 0.5 * typical):
-            standing[a:b + 1, k] = low
-    for k, a, b, stop, low, base in stances:
-        c = cols[k]
-        if np.isfinite(standing[a, k]):
-            level = standing[a, k]
-        else:
-            beside = np.delete(standing[a:b + 1], k, axis=1).min(axis=1, initial=np.inf)  # where another stands
-            level = low if int((np.isfinite(beside) & (low <= beside + h_on)).sum()) >= min_frames else np.inf
-        floor = level  # (each stance on its own level: a mocap sole is not at one height over its floor)
-        ground[a:stop, c] = floor + own[c] - own[c].min()
-        floors[a:b + 1, k] = floor + local[a:b + 1, k] - low if np.isfinite(floor) else floor
-    height = np.where(np.isfinite(ground), z - ground, np.inf)  # no floor: a foot held in the air
-    t = np.arange(F)
-    for k, c in enumerate(cols):  # between its stances a foot's floor goes from one to the next
-        known = np.isfinite(floors[:, k])
-        floors[:, k] = np.interp(t, t[known], floors[known, k]) if known.any() else own[c].min()
-        floors[:, k] = np.minimum(floors[:, k], z[:, c].min(axis=1))  # never over the foot (a step down at the end)
-    return detect_contacts(height, speed, h_on, v_on, min_frames, pts), floors, stood
-
-
-def _on_drifting_floor(stances, h_on, window):
-    """``stances`` (foot, first, last, stop, level, on the floor) with those on the floor the feet walk on: within
-    ``h_on`` of the clip's lowest floor, or of a stance on it near in time (overlapping it or within ``window``
-    frames, or each foot's nearest before or after it). A mocap floor drifts (CMU 131's soles stand 6 cm higher at the end of the take
-    than at its start): a stance is on the floor where its neighbours stand, not only where the take began. A
-    foot held raised while the other stands, or a step up onto a box, is further than that from its neighbours."""
-    on = [s[5] for s in stances]
-    changed = True
-    while changed:
-        changed = False
-        for i, (_, a, b, _, low, _) in enumerate(stances):
-            if on[i]:
-                continue
-            near = [j for j in range(len(stances)) if on[j] and max(stances[j][1] - b, a - stances[j][2]) <= window]
-            for foot in {s[0] for s in stances}:
-                floor = [j for j in range(len(stances)) if on[j] and stances[j][0] == foot]
-                near.append(max((j for j in floor if stances[j][2] < a), key=lambda j: stances[j][2], default=None))
-                near.append(min((j for j in floor if stances[j][1] > b), key=lambda j: stances[j][1], default=None))
-            if any(abs(low - stances[j][4]) < h_on for j in near if j is not None):
-                on[i] = changed = True
-    return [s[:5] + (o,) for s, o in zip(stances, on)]
-
-
-def _moving(values, window, fn):
-    """fn (np.max or np.mean) over a centred window of ``window`` frames, per column."""
-    h = max(int(window) // 2, 0)
-    out = np.empty_like(values)
-    for t in range(len(values)):
-        out[t] = fn(values[max(0, t - h):t + h + 1], axis=0)
-    return out
-
-
-class SoleSampler:
-    """World positions of every sole point of the feet at the current frame (as Blender evaluates it)."""
-
-    def __init__(self, obj, feet):
-        self.obj, self.feet = obj, feet
-        up = up_vector(obj)
-        self.specs = []  # (foot index, point name, bone, offset)
-        for k, foot in enumerate(feet):
-            pts = {p.name: p for p in foot.points}
-            heel, ball, toe = pts["heel"].rest, pts["ball"].rest, pts["toe"].rest
-            side = np.cross(ball - heel, up)
-            width = foot.half_width or 0.35 * np.linalg.norm(toe - heel)  # (from the skin, else from the length)
-            side *= width / max(np.linalg.norm(side), 1e-12)
-            for name in POINT_NAMES:
-                if name in pts:
-                    p = pts[name]
-                    self.specs.append((k, name, p.bone, p.offset))
-                    continue
-                base = pts["ball"]
-                rest = base.rest + (side if name == "ball_in" else -side) * (1 if foot.side == "left" else -1)
-                M = np.array(obj.data.bones[base.bone].matrix_local)
-                self.specs.append((k, name, base.bone, (np.linalg.inv(M) @ np.append(rest, 1.0))[:3]))
-        self.rows = np.array([obj.pose.bones.find(bone) for _, _, bone, _ in self.specs])
-        self.offsets = np.array([np.append(off, 1.0) for _, _, _, off in self.specs])  # (P, 4)
-        self.ankles = np.array([obj.pose.bones.find(f.ankle) for f in feet])
-        self.cols = [[j for j, sp in enumerate(self.specs) if sp[0] == k] for k in range(len(feet))]  # per foot
-
-    def sample(self, rotations=False):
-        """(P, 3) world sole points; with ``rotations``, also (feet, 3, 3) the ankles' world rotations."""
-        M = _matrices(self.obj.pose.bones, "matrix", len(self.obj.pose.bones))
-        W = np.array(self.obj.matrix_world)
-        pts = np.einsum("ij,pjk,pk->pi", W, M[self.rows], self.offsets)[:, :3]
-        if not rotations:
-            return pts
-        R = (W[:3, :3] @ M[self.ankles, :3, :3])
-        return pts, R / np.linalg.norm(R, axis=1, keepdims=True)
-
-
 @dataclass
 class FootPlan:
     frames: list
@@ -306,234 +83,12 @@ class FootPlan:
     floors: np.ndarray = None  # (F, feet) the floor under each foot in the source: where it stood in each stance
 
 
-def _pelvis(obj, feet):
-    """The bone both legs hang from (lowest common ancestor of the ankles, or of the legs of feet parented to
-    the root)."""
-    chains = []
-    for foot in feet:
-        b, chain = obj.data.bones[foot.shin or foot.ankle], []
-        while b is not None:
-            chain.append(b.name)
-            b = b.parent
-        chains.append(chain)
-    common = [n for n in chains[0] if all(n in c for c in chains[1:])]
-    if not common:
-        raise RigError(f"the feet of {obj.name!r} do not hang from one bone: no pelvis to move")
-    return common[0]
-
-
-def read_contacts(obj, sampler, frames):
-    """((F, P) contacts from the armature's contact channels (keyed custom properties), (P,) which points have
-    a channel), or None when none has."""
-    ad = obj.animation_data
-    if ad is None or ad.action is None:
-        return None
-    from bpy_extras import anim_utils
-
-    bag = anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot) if ad.action_slot else None
-    if bag is None:
-        return None
-    out = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
-    keyed = np.zeros(len(sampler.specs), dtype=bool)
-    for j, (k, name, _, _) in enumerate(sampler.specs):
-        fc = bag.fcurves.find(f'["{_channel(sampler.feet[k], name)}"]')
-        if fc is None:
-            continue
-        keyed[j] = True
-        out[:, j] = [fc.evaluate(f) > 0.5 for f in frames]
-    return (out, keyed) if keyed.any() else None
-
-
-def write_contacts(obj, action, slot, sampler, frames, contacts, skip=()):
-    """Key the contacts (one channel per foot and sole point, constant interpolation) into ``action``: seen and
-    edited in the Dope Sheet and Graph Editor; a later run uses the edited ones. Feet whose side is in ``skip``
-    (the detector missed them) get no channel, so a later run detects them again rather than read "never"."""
-    from bpy_extras import anim_utils
-
-    bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
-    done = set()
-    for j, (k, name, _, _) in enumerate(sampler.specs):
-        prop = _channel(sampler.feet[k], name)
-        if prop in done:
-            continue
-        done.add(prop)
-        path = f'["{prop}"]'
-        fc = bag.fcurves.find(path)
-        if fc is not None:
-            bag.fcurves.remove(fc)
-        if sampler.feet[k].side in skip:
-            continue
-        obj[prop] = 0.0
-        fc = bag.fcurves.new(path, group_name="Full-Body IK contacts")
-        fc.keyframe_points.add(len(frames))
-        co = np.empty(2 * len(frames), dtype=np.float32)  # (Blender's own type: float64 is written 3x slower)
-        co[0::2], co[1::2] = frames, contacts[:, j]
-        fc.keyframe_points.foreach_set("co", co)
-        fc.keyframe_points.foreach_set("interpolation", [0] * len(frames))  # CONSTANT
-        fc.update()
-
-
-@dataclass
-class Motion:
-    """An armature's feet over frames, as Blender evaluates them: sole points, ankles, pelvis, contacts."""
-    sampler: SoleSampler
-    pts: np.ndarray  # (F, P, 3) sole points, world
-    rotations: np.ndarray  # (F, feet, 3, 3) ankles' world rotations
-    pelvis_name: str
-    pelvis: np.ndarray  # (F, 3)
-    ankles: np.ndarray  # (F, feet, 3)
-    pelvis_rotation: np.ndarray  # (F, 3, 3) the pelvis's rotation in the armature's space
-    fps: float
-    floor: float
-    leg: float  # hip height over the floor: the character's size
-    travel: float
-    in_place: bool
-    contacts: np.ndarray  # (F, P) bool
-    source: str  # "detected", "the action's contact channels", or channels for some feet
-    treadmill: bool = False  # in place with feet sliding under the body while they stand
-    floors: np.ndarray = None  # (F, feet) the source ground's height under each foot (uneven ground: not one)
-    stood: np.ndarray = None  # (feet,) a foot stood still while another swung (it carried the body)
-    detected_feet: list = field(default_factory=list)  # feet whose contacts were detected (no channel keyed)
-
-
-def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
-    """(contacts (F, P), the feet detected (no channel), floors (F, feet), stood (feet,), floor, leg, in place) of
-    sole points ``pts`` (F, P, 3, world): the contact channels where a foot has them (a user's edits, or a
-    previous run's), else detected; the floor where the feet stand (not where a long foot's swinging toe dips
-    through it); the hip height over it (the character's size: at least a third of its rest ``height``, for a
-    rig whose legs hang from a root on the floor)."""
-    F, P = pts.shape[:2]
-    floor = float(np.percentile(pts[..., 2], 1))
-    leg = max(float(np.median(pelvis[:, 2]) - floor), height / 3.0, 1e-3)
-    in_place = travel < 0.1 * leg
-    speed = np.zeros((F, P))
-    if F > 1:
-        v = np.gradient(pts, axis=0) * fps
-        # In place (a cycle on a treadmill) the foot on the ground slides back at the walking speed: only its
-        # vertical speed tells it touches.
-        speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
-    bones = [[j for j in cols if sampler.specs[j][1] not in ("ball_in", "ball_out")] for cols in sampler.cols]
-    detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place, bones)
-    for cols in sampler.cols:  # the sides of the ball touch when the ball does
-        names = [sampler.specs[j][1] for j in cols]
-        ball = cols[names.index("ball")]
-        for j in cols:
-            if sampler.specs[j][1] in ("ball_in", "ball_out"):
-                detected[:, j] = detected[:, ball]
-    contacts, detected_feet = detected, list(range(len(sampler.feet)))
-    if channels is not None:
-        keyed_feet = [k for k, cols in enumerate(sampler.cols) if channels[1][cols].any()]
-        for k in keyed_feet:
-            contacts[:, sampler.cols[k]] = channels[0][:, sampler.cols[k]]
-        detected_feet = [k for k in detected_feet if k not in keyed_feet]
-    if contacts.any():
-        floor = float(np.percentile(pts[..., 2][contacts], 5))
-    return contacts, detected_feet, floors, stood, floor, leg, in_place
-
-
-def _level_sides(sampler, pts, rotations, contacts):
-    """Re-reads the sides of each foot's ball (ball_in, ball_out: points across the foot, made from the rest pose)
-    as level across the foot while it stands (the mean over its contact frames of the horizontal across its
-    heel-to-ball line, in the ankle bone's frame), where that turns them by more than 5 degrees: a mocap foot
-    bone's twist about its length need not be the foot's (CMU's stand rolled some 20 degrees: their outer side
-    point 4 cm under the sole, the rest of the foot floating that much over the ground where it was planted).
-    Updates the sampler and the points ``pts`` (F, P, 3) in place; whether any changed."""
-    changed = False
-    up = np.array([0.0, 0.0, 1.0])
-    for k, cols in enumerate(sampler.cols):
-        names = [sampler.specs[j][1] for j in cols]
-        heel, ball = cols[names.index("heel")], cols[names.index("ball")]
-        sides = [j for j in cols if sampler.specs[j][1] in ("ball_in", "ball_out")]
-        standing = np.flatnonzero(contacts[:, cols].any(axis=1))
-        if len(sides) != 2 or len(standing) < 5 or sampler.specs[ball][2] != sampler.feet[k].ankle:
-            continue
-        forward = pts[standing, ball] - pts[standing, heel]
-        forward[:, 2] = 0.0
-        across = np.cross(forward, up)
-        n = np.linalg.norm(across, axis=1)
-        ok = n > 1e-9
-        if ok.sum() < 5:
-            continue
-        side = np.einsum("tji,tj->i", rotations[standing[ok], k], across[ok] / n[ok, None])  # sum of R^T across
-        if np.linalg.norm(side) < 1e-6:
-            continue
-        side /= np.linalg.norm(side)
-        for j in sides:  # (each side point: the ball's offset plus its own width along the level side)
-            width = sampler.offsets[j, :3] - sampler.offsets[ball, :3]
-            size = np.linalg.norm(width)
-            sign = np.sign(width @ side) or 1.0
-            if size < 1e-12 or sign * (width @ side) / size >= np.cos(np.radians(5.0)):
-                continue
-            new = sampler.offsets[ball, :3] + sign * size * side
-            scale = np.linalg.norm(pts[0, j] - pts[0, ball]) / size  # world length of one unit of the bone's
-            pts[:, j] = pts[:, ball] + scale * np.einsum("tij,j->ti", rotations[:, k], new - sampler.offsets[ball, :3])
-            sampler.offsets[j, :3] = new
-            spec = sampler.specs[j]
-            sampler.specs[j] = (spec[0], spec[1], spec[2], new)
-            changed = True
-    return changed
-
-
-def sole_sampler(scene, obj, feet, frames):
-    """The SoleSampler the foot placement uses for ``obj``'s motion over ``frames``: the ball's sides levelled as
-    its feet stand (_level_sides). What a test or a benchmark measures the soles with."""
-    return sample_motion(scene, obj, feet, frames).sampler
-
-
-def sample_motion(scene, obj, feet, frames, step=1):
-    """The Motion of ``obj`` over ``frames``: contacts from its contact channels when it has them, else
-    detected (the foot placement's detector; the retargeting uses it on its source)."""
-    sampler = SoleSampler(obj, feet)
-    F, P = len(frames), len(sampler.specs)
-    pts = np.zeros((F, P, 3))
-    rotations = np.zeros((F, len(feet), 3, 3))
-    pelvis_name = _pelvis(obj, feet)
-    pelvis = np.zeros((F, 3))
-    ankles = np.zeros((F, len(feet), 3))
-    pelvis_rotation = np.zeros((F, 3, 3))
-    with evaluating_only(scene, [obj]):  # (the armature alone is read, in one go)
-        for i, f in enumerate(frames):
-            scene.frame_set(f)
-            pts[i], rotations[i] = sampler.sample(rotations=True)
-            pb = obj.pose.bones[pelvis_name]
-            pelvis[i] = np.array(obj.matrix_world @ pb.head)
-            R = np.array(pb.matrix)[:3, :3]
-            pelvis_rotation[i] = R / np.linalg.norm(R, axis=0, keepdims=True)
-            ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
-    fps = scene.render.fps / scene.render.fps_base / max(step, 1)
-    travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
-    channels = read_contacts(obj, sampler, frames)
-    W = np.array(obj.matrix_world)
-    heads = np.array([W @ np.append(np.array(b.head_local), 1.0) for b in obj.data.bones])
-    height = float(np.ptp(heads[:, 2])) if len(heads) else 0.0
-    found = _contacts(pts, pelvis, sampler, channels, fps, travel, height)
-    if _level_sides(sampler, pts, rotations, found[0]):  # the ball's sides re-read level as the feet stand:
-        found = _contacts(pts, pelvis, sampler, channels, fps, travel, height)  # their contacts and floors again
-    contacts, detected_feet, floors, stood, floor, leg, in_place = found
-    if not detected_feet:
-        source = "the action's contact channels"
-    elif len(detected_feet) == len(feet):
-        source = "detected"
-    else:
-        source = (f"the action's contact channels (the {' and '.join(feet[k].side for k in detected_feet)} "
-                  f"foot's detected: no channel)")
-    # A treadmill: in place, and the feet slide under the body while they stand (a standing jump or an idle,
-    # in place too, keeps its feet still: those are pinned as any).
-    treadmill = False
-    if in_place and F > 1 and contacts.any():
-        slide = np.linalg.norm(np.gradient(pts[..., :2], axis=0), axis=-1) * fps
-        treadmill = bool(np.median(slide[contacts]) > 0.2 * leg)
-    return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, pelvis_rotation, fps, floor, leg, travel,
-                  in_place, contacts, source, treadmill, floors, stood, detected_feet)
-
-
 def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     """Sample the source motion and compute every frame's targets (world)."""
     m = sample_motion(scene, obj, feet, frames, options.step)
     sampler, pts, rotations, pelvis_name, pelvis, ankles = m.sampler, m.pts, m.rotations, m.pelvis_name, m.pelvis, \
         m.ankles
-    fps, floor, leg, travel, in_place, contacts, source = m.fps, m.floor, m.leg, m.travel, m.in_place, m.contacts, \
-        m.source
+    fps, floor, leg, travel, contacts, source = m.fps, m.floor, m.leg, m.travel, m.contacts, m.source
     F, P = len(frames), len(sampler.specs)
     # Each point over the floor under its foot: where the foot's lowest point stands in each stance (blended
     # between stances, never over the foot: detect_sole_contacts). A mocap floor drifts and a mocap skeleton's
@@ -576,7 +131,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     if options.on_floor:
         clearance = np.where(contacts, 0.0, clearance)
     window = max(3, int(round(0.25 * fps)) | 1)
-    swing_offset = np.maximum(_moving(_moving(raw, window, np.max), window, np.mean), raw)
+    swing_offset = np.maximum(moving(moving(raw, window, np.max), window, np.mean), raw)
     feet_cols = sampler.cols
     for cols in feet_cols:  # a swinging foot is raised as a whole, by what its highest-needing point needs
         swing_offset[:, cols] = swing_offset[:, cols].max(axis=1, keepdims=True)
@@ -681,8 +236,8 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             turns[t] = R
         # Blend the swing into and out of each contact: the same rigid motion, a fraction of the contact's turn
         # and of its height change, fading (smoothly) over the blend frames or a third of the swing, the longer.
-        air_runs = _runs(~touching.any(axis=1))
-        for a, b in _runs(touching.any(axis=1)):
+        air_runs = runs(~touching.any(axis=1))
+        for a, b in runs(touching.any(axis=1)):
             before = next((y - x + 1 for x, y in air_runs if y == a - 1), 0)
             after = next((y - x + 1 for x, y in air_runs if x == b + 1), 0)
             for side, edge, swing in ((-1, a, before), (1, b, after)):
@@ -707,7 +262,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             continue
         # Probed at its points and along its sole between them (an edge under the middle of the foot), on the
         # terrain under where they go (a foot slid onto one tread is not over the source's step).
-        W = _sole_probes([sampler.specs[j][1] for j in cols])  # (probes, points)
+        W = sole_probes([sampler.specs[j][1] for j in cols])  # (probes, points)
         T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
         Q = T.shape[1]
         above = np.nanmax(raw[air][:, cols], axis=1).repeat(Q)
@@ -731,12 +286,12 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
         lift = _swing_lift(T[..., 2], h_t, lowest, len(cols))
         slope = 0.02 * leg  # per frame: a lift is eased in and out (a step is not a pop), to nothing at contacts
-        for x, y in _runs(np.isin(np.arange(F), air)):
+        for x, y in runs(np.isin(np.arange(F), air)):
             k = np.searchsorted(air, [x, y + 1])
             part = lift[k[0]:k[1]]
             t = np.arange(len(part))
             cone = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)  # >= part, slope-limited
-            lift[k[0]:k[1]] = np.maximum(_moving(cone[:, None], 3, np.mean)[:, 0], part)
+            lift[k[0]:k[1]] = np.maximum(moving(cone[:, None], 3, np.mean)[:, 0], part)
         targets[air[:, None], np.array(cols)[None, :], 2] += lift[:, None]
     # A foot with no terrain under any of its points (walked off the mesh) is left as the source's there, eased
     # out of and back into its placement over a third of a second; a foot partly over an edge stands on what
@@ -758,7 +313,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             if feet[k].ball not in stiff:  # a toe nothing can bend (no control carries it) stays as it is
                 _bend_track(obj, sampler, feet[k], cols, targets, contacts, terrain, leg, fps)
     lower = np.min([swing_offset[:, cols[0]] for cols in feet_cols], axis=0)  # one offset per foot (raised whole)
-    lower = _moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
+    lower = moving(lower[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     if options.on_floor and contacts.any():  # the body goes down (or up) by what brought its contacts onto the floor:
         # each frame, by what the foot brought down most needed (a leg cannot reach further), smoothed
         drop = np.where(contacts, targets[..., 2] - pts[..., 2] - swing_offset, np.nan)
@@ -768,7 +323,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             mean_drop = np.nanmean(np.where(contacts[:, c], drop[:, c], np.nan)[touching_any], axis=1)
             need[touching_any] = np.fmin(need[touching_any], mean_drop)
         need = _fill(need[:, None])[:, 0]  # between contacts: from the nearest
-        lower += _moving(need[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
+        lower += moving(need[:, None], max(1, int(round(options.pelvis_smoothing * fps))), np.mean)[:, 0]
     pelvis_target = pelvis.copy()
     pelvis_target[:, 2] += ease_pelvis * lower
     warnings = []
@@ -791,15 +346,6 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                     off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched, m.floors), \
         sampler, \
         pelvis_name
-
-
-def untouched_feet(motion, feet=None):
-    """Sides of the feet (of ``feet``, indices; default: those whose contacts were detected) that stood still
-    while another foot swung, so carried the body, yet have no contact: the detector missed them, so their
-    contacts can be neither planted nor judged. A foot that never stands (a hop on the other leg) is not one."""
-    feet = motion.detected_feet if feet is None else feet
-    return [motion.sampler.feet[k].side for k in feet
-            if motion.stood[k] and not motion.contacts[:, motion.sampler.cols[k]].any()]
 
 
 def _pivot(points, weights):
@@ -996,26 +542,12 @@ def _swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
         lifts = _swing_lift(z, np.broadcast_to(terrain[i], z.shape), np.full(len(grid), lowest[i]), P)
         out[i] = grid[int(np.flatnonzero(lifts <= lifts.min() + 1e-4)[0])]
     slope = np.radians(90.0) / max(fps, 1.0)
-    for x, y in _runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
+    for x, y in runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
         k = np.searchsorted(air, [x, y + 1])
         part = out[k[0]:k[1]]
         t = np.arange(len(part))
         out[k[0]:k[1]] = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
     return out
-
-
-def _sole_probes(names):
-    """(probes, points) weights: each sole point, and points along the sole from the heel to the ball (thirds)
-    and from the ball to the toe tip (half way): what a swinging foot must keep above the terrain."""
-    P = len(names)
-    rows = list(np.eye(P))
-    for a, b, fractions in (("heel", "ball", (1 / 3, 2 / 3)), ("ball", "toe", (0.5,))):
-        if a in names and b in names:
-            for f in fractions:
-                w = np.zeros(P)
-                w[names.index(a)], w[names.index(b)] = 1.0 - f, f
-                rows.append(w)
-    return np.array(rows)
 
 
 def _smooth(x):
@@ -1029,7 +561,7 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
     distance, onto one level for its whole contact (blended in and out): a rigid foot across an edge would rest
     on the edge with its heel or toe in the air."""
     F = len(targets)
-    for a, b in _runs(touching.any(axis=1)):
+    for a, b in runs(touching.any(axis=1)):
         ts = np.unique(np.r_[a:b + 1:3, b])  # every third frame of the contact and its last
         forward = targets[a, cols[-1], :2] - targets[a, cols[0], :2]  # heel to toe
         length = np.linalg.norm(forward)
@@ -1093,18 +625,6 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
             targets[t, cols] += w * move
 
 
-def plane_normal(xy, h, ok=None):
-    """The up normal of the least-squares plane z = a x + b y + c through terrain heights ``h`` at ``xy`` (the
-    surface a sole can lie on, whatever the faces under it); straight up with fewer than 3 points."""
-    ok = np.isfinite(h) if ok is None else ok & np.isfinite(h)
-    if ok.sum() < 3:
-        return np.array([0.0, 0.0, 1.0])
-    A = np.column_stack([xy[ok], np.ones(int(ok.sum()))])
-    (a, b, _), *_ = np.linalg.lstsq(A, h[ok], rcond=None)
-    n = np.array([-a, -b, 1.0])
-    return n / np.linalg.norm(n)
-
-
 def _fraction(R, w):
     """The rotation by fraction w of R's angle, about its axis."""
     return exp_so3(w * log_so3(R))
@@ -1127,7 +647,7 @@ def _skate_shift(points, touching):
     F = len(points)
     shift = np.zeros((F, 2))
     on_any = touching.any(axis=1)
-    for a, b in _runs(on_any):
+    for a, b in runs(on_any):
         anchor = None
         for t in range(a + 1, b + 1):
             both = touching[t] & touching[t - 1]
@@ -1136,7 +656,7 @@ def _skate_shift(points, touching):
                 anchor = int(candidates[0]) if len(candidates) else None
             step = points[t, anchor, :2] - points[t - 1, anchor, :2] if anchor is not None else 0.0
             shift[t] = shift[t - 1] - step
-    for a, b in _runs(~on_any):
+    for a, b in runs(~on_any):
         if a == 0:
             continue  # before the first contact: the source's own
         if b + 1 >= F:
@@ -1159,352 +679,6 @@ def _fill(values):
         idx = np.arange(len(col))
         out[:, j] = np.interp(idx, idx[ok], col[ok])
     return out
-
-
-def _driven(obj, name):
-    """Whether a bone (or one of its parents) follows active constraints."""
-    b = obj.pose.bones[name]
-    while b is not None:
-        if constrained(b):
-            return True
-        b = b.parent
-    return False
-
-
-def _chain_link(bone):
-    """Whether a bone hangs at the tail of one of its parents (an FK limb's link, maybe through a mechanism
-    bone: moving it alone would tear the limb)."""
-    return bone.use_connect or any((bone.head_local - p.tail_local).length < 1e-3 * max(p.length, 1e-3)
-                                   for p in bone.parent_recursive)
-
-
-def rig_controls(scene, obj, bones, frames, feet_bones=()):
-    """{bone: (control, relation)} for the ``bones`` that follow constraints (a generated Rigify rig's deform
-    bones): the constraint-free bone that carries each, found as the one whose pose keeps one relation to it
-    over the frames (``relation``: the bone's armature-space matrix in the control's), preferring the same side
-    and a foot's (or a torso's) name, then an IK control, then the highest in the hierarchy; never a parentless
-    bone (the root carries everything). Bones posed by their own keys are not in it."""
-    todo = [b for b in bones if _driven(obj, b)]
-    if not todo:
-        return {}
-    pbs, data = obj.pose.bones, obj.data.bones
-    # Candidates: bones keyed by the user (no constraints of their own; a parent may switch spaces), not a
-    # rig's mechanism (Rigify's MCH-, ORG- and DEF- bones).
-    free = [pb.name for pb in pbs if not constrained(pb)
-            and not pb.name.upper().startswith(("MCH-", "ORG-", "DEF-"))]
-    frames = np.asarray(frames)
-    sample = frames[np.unique(np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int))]
-    M = []
-    for f in sample:
-        scene.frame_set(int(f))
-        M.append(_matrices(pbs, "matrix", len(pbs)))
-    M = np.array(M)  # (S, bones, 4, 4)
-    size = max(float(np.ptp(M[0, :, :3, 3], axis=0).max()), 1e-6)
-    cols = np.array([pbs.find(c) for c in free], dtype=int)
-    out = {}
-    for name in todo:
-        i = pbs.find(name)
-        skip = {name} | {c.name for c in data[name].children_recursive}
-        rel = np.linalg.inv(M[:, cols]) @ M[:, i][:, None]  # (S, candidates, 4, 4)
-        dev = np.abs(rel - rel[:1])
-        # Steady to 0.3 degrees and a thousandth of the rig's size (Blender's IK is about that precise).
-        steady = (dev[..., :3, :3].max(axis=(0, 2, 3)) < 5e-3) & (dev[..., :3, 3].max(axis=(0, 2)) < 1e-3 * size)
-        words = ("foot", "ankle") if name in feet_bones else ("torso", "hips", "pelvis", "root")
-        side = _side(name)
-        # A foot's control is named a foot's (a steady relation alone proves nothing when the foot stands still).
-        found = [(_side(free[c]) != side, not any(w in free[c].lower() for w in words), "ik" not in free[c].lower(),
-                  len(data[free[c]].parent_recursive), free[c], c)
-                 for c in np.flatnonzero(steady) if free[c] not in skip and data[free[c]].parent is not None
-                 and not (name in feet_bones and (_chain_link(data[free[c]])
-                                                  or not any(w in free[c].lower() for w in words)))]
-        if found:
-            *_, control, c = min(found)
-            out[name] = (control, rel[0, c])
-    return out
-
-
-class FootGoals:
-    """The Baker's goals for foot placement: a position goal per sole point, the pelvis, the source pose. On a
-    rig whose feet follow constraints (Rigify's generated rigs), the goals are put on the controls that carry
-    them (``controls``: rig_controls), and Blender's own constraints move the legs."""
-
-    def __init__(self, obj, feet, sampler, plan_, pelvis, options, controls=None):
-        self.obj, self.plan, self.sampler, self.options = obj, plan_, sampler, options
-        controls = controls or {}
-
-        def carried(bone, offset):  # (bone that takes the goal, offset in it), or None (nothing to key moves it)
-            if bone in controls:
-                control, rel = controls[bone]
-                return control, (rel @ np.append(offset, 1.0))[:3]
-            return None if _driven(obj, bone) else (bone, np.asarray(offset, dtype=float))
-
-        self.points = [(j, carried(bone, offset)) for j, (_, _, bone, offset) in enumerate(sampler.specs)]
-        self.points = [(j, c) for j, c in self.points if c is not None]
-        self.pelvis = carried(pelvis, np.zeros(3))
-        self.pelvis_bone = pelvis
-        # A foot parented to the root (not to its leg) is moved freely; its leg follows it (a goal at the ankle:
-        # the foot's rest head held in the shin's frame, not the shin's tail, which an importer may have guessed).
-        self.detached = [(k, f.shin, _in_rest_frame(obj, f.shin, f.ankle)) for k, f in enumerate(feet) if f.shin]
-        bones = {c[0] for _, c in self.points} | {shin for _, shin, _ in self.detached} | set(options.held)
-        bones |= {self.pelvis[0]} if self.pelvis else set()
-        free = {f.ankle for f in feet if f.shin} | {control for control, _ in controls.values()}
-        # Through controls, only the controls move: the mechanism above them (and the root) keeps its pose. Feet
-        # on the root: the pelvis moves on its own, the root (which carries the feet) keeps its pose.
-        on_root = bool(self.detached) and self.pelvis is not None and obj.data.bones[self.pelvis[0]].parent is not None \
-            and not obj.data.bones[self.pelvis[0]].use_connect
-        fixed = (chains_to(obj, bones) - free) if controls else set()
-        if on_root:
-            free.add(self.pelvis[0])
-            fixed |= {b.name for f in feet for b in obj.data.bones[f.ankle].parent_recursive} | \
-                {b.name for b in obj.data.bones[self.pelvis[0]].parent_recursive}
-        limit_rotation = bool(obj.fullbody_ik.settings.use_limit_rotation)  # the armature's own IK setting
-        self.tree, self.mapping = cached_tree(obj, free_root=not (controls or on_root), use_limit_rotation=limit_rotation,
-                                              bones=bones, use_stretch=False, free_bones=free, fixed_bones=fixed)
-        P = len(self.points) + len(self.detached)
-        self.columns = [(j, "error") for j in range(P)]
-        self.labels = [f"{sampler.feet[sampler.specs[j][0]].side} {sampler.specs[j][1]}" for j, _ in self.points]
-        self.labels += [f"{sampler.feet[k].side} leg ({shin}) at its ankle" for k, shin, _ in self.detached]
-        self.units = ["m"] * P
-        self.goal_index = list(range(P))
-        self.index = {f: i for i, f in enumerate(plan_.frames)}
-        from .goals import world_scale
-
-        self.unit = world_scale(obj)  # world length of one tree unit
-
-    def read_objects(self):
-        return []  # (the plan is made: each frame reads the armature alone)
-
-    def objectives(self, frame, q_anim, seed):
-        i = self.index[frame]
-        to_arm = np.linalg.inv(np.array(self.obj.matrix_world))
-        local = lambda p: (to_arm @ np.append(p, 1.0))[:3]  # noqa: E731
-        out = []
-        for j, (bone, offset) in self.points:
-            # Contacts to half a millimetre, swings to two (tree units): met sooner, well inside the aims.
-            touching = self.plan.contacts[i, j]
-            out.append(Position(bone, local(self.plan.targets[i, j]), offset=offset, weight=1.0 if touching else 0.3,
-                                tolerance=(5e-4 if touching else 2e-3) / self.unit))
-        for k, shin, at_ankle in self.detached:
-            out.append(Position(shin, local(self.plan.ankles[i, k]), offset=at_ankle,
-                                tolerance=5e-4 / self.unit))
-        if self.pelvis:
-            out.append(Position(self.pelvis[0], local(self.plan.pelvis[i]), offset=self.pelvis[1], weight=0.01,
-                                tolerance=np.inf))
-        if self.pelvis and self.pelvis[0] == self.pelvis_bone and self.plan.pelvis_rotation is not None:
-            # The body stays upright as the source's: the legs reach, the pelvis does not tip the torso (5 degrees
-            # weigh like 9 mm at a contact).
-            out.append(Orientation(self.pelvis_bone, self.plan.pelvis_rotation[i], weight=0.01, tolerance=np.inf))
-        for bone, targets in self.options.held.items():  # hands held where asked: soft, after the feet
-            out.append(Position(bone, local(targets[i]), weight=0.3, tolerance=2e-3 / self.unit))
-        out.append(Displacement(q_anim, weight=self.options.body_weight))
-        return out
-
-
-def _in_rest_frame(obj, bone, other):
-    """Where bone ``other``'s head is in ``bone``'s frame, in the rest pose (3,)."""
-    bones = obj.data.bones
-    return (np.linalg.inv(np.array(bones[bone].matrix_local)) @ np.append(np.array(bones[other].head_local), 1.0))[:3]
-
-
-def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
-    """Per foot: penetration and float at contacts (mm; the foot's float and each point's over its place, both
-    relative to the source's clearance over its floor; the sole's lowest point's clearance against the source's,
-    95th percentile of the difference), sole-normal error (deg), skate (mm/frame), frames
-    off the terrain, for sole points ``points`` (F, P, 3) and ankle rotations (F, feet, 3, 3), world (the
-    source's, or the result's). The sole normal is the source's floor normal turned as the foot turned from
-    the source (whatever the rig's rest pose calls flat), against the terrain's normal, on flat-foot frames.
-    ``heights`` (F, P): the terrain under the points when already cast (the source's: plan_.terrain)."""
-    F, P, _ = points.shape
-    h = heights
-    if h is None:
-        start = points[..., 2] + 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)
-        h = np.full((F, P), np.nan)
-        for i in range(F):
-            h[i] = terrain.below(points[i], start[i] + np.maximum(plan_.terrain[i] - plan_.floor, 0.0))[0]
-    out = {}
-    names = [n for _, n, _, _ in sampler.specs]
-    for k, foot in enumerate(sampler.feet):
-        cols = sampler.cols[k]
-        c = plan_.contacts[:, cols]
-        gap = points[:, cols, 2] - h[:, cols]
-        gap_rel = points[:, cols, 2] - (h[:, cols] + np.maximum(plan_.clearance[:, cols], 0.0))
-        pen = np.where(c, np.maximum(-gap, 0.0), np.nan)
-        # and between them, as the foot touches: a sole across a step edge (its heel below, its ball above) has
-        # every point on a tread and its middle in the riser
-        between = _sole_probes([names[j] for j in cols])[len(cols):]
-        touching = np.flatnonzero(c.any(axis=1))
-        if len(between) and len(touching):
-            Q = np.einsum("rp,fpk->frk", between, points[touching][:, cols])
-            top = np.max(np.where(np.isfinite(h[touching][:, cols]), h[touching][:, cols], -np.inf), axis=1)
-            lift = 0.5 * max(float(np.median(plan_.pelvis[:, 2]) - plan_.floor), 0.1)  # (rays from over the foot
-            # and the highest ground under it)
-            hq = terrain.below(Q.reshape(-1, 3), (np.maximum(Q[..., 2], top[:, None]) + lift).ravel())[0]
-            hq = hq.reshape(Q.shape[:2])
-            pen = np.concatenate([pen, np.full((F, len(between)), np.nan)], axis=1)
-            pen[touching, len(cols):] = np.maximum(hq - Q[..., 2], 0.0)
-        flo = np.where(c, np.maximum(gap_rel, 0.0), np.nan)  # each contact point over its place
-        # The foot floats when it could come down: by its contact point nearest its place (a rigid foot under
-        # which the terrain or the source's own sole is uneven has other points above theirs: point float).
-        hover = np.min(np.where(c & np.isfinite(gap_rel), np.maximum(gap_rel, 0.0), np.inf), axis=1)
-        hover[~np.isfinite(hover)] = np.nan
-        # The sole's clearance as an outside judge measures it: its lowest point over the terrain under it, against
-        # the source's lowest point over its floor (none under it: a mocap toe poking through its floor is no
-        # clearance to keep), on the frames the foot touches.
-        touch = c.any(axis=1) & np.isfinite(h[:, cols]).any(axis=1)
-        lowest = np.nanmin(np.where(np.isfinite(h[:, cols]), gap, np.inf), axis=1)
-        diff = np.abs(lowest - np.maximum(np.min(plan_.clearance[:, cols], axis=1), 0.0))[touch]
-        sk = []
-        for j in cols:
-            for a, b in _runs(plan_.contacts[:, j]):
-                if b > a:
-                    sk.append(np.linalg.norm(np.diff(points[a:b + 1, j, :2], axis=0), axis=1))
-        skate = np.concatenate(sk) if sk else np.zeros(0)
-        heel, bi = (cols[[names[j] for j in cols].index(n)] for n in ("heel", "ball_in"))
-        flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
-        # R_result R_source^T n, n the source floor's normal: up, or the terrain's when the source stands on it;
-        # with contacts on the floor, R_result R_rest^T up (the rest pose's sole is level).
-        n0 = np.tile([0.0, 0.0, 1.0], (F, 1))
-        if plan_.source_on_terrain and plan_.flat is None:
-            n0 = np.array([plane_normal(plan_.points[i, cols, :2], plan_.terrain[i, cols]) for i in range(F)])
-        flat_k = (plan_.rotations if plan_.flat is None else plan_.flat)[:, k]
-        sole = np.einsum("tij,tj->ti", rotations[:, k] @ np.swapaxes(flat_k, -1, -2), n0)
-        tn = np.array([plane_normal(points[i, cols, :2], h[i, cols]) for i in range(F)])  # the plane under the sole
-        ang = np.degrees(np.arccos(np.clip(np.sum(sole * tn, axis=1), -1, 1)))
-        ang = np.where(flat & np.isfinite(h[:, cols]).all(axis=1), ang, np.nan)
-        nanmax = lambda a: float(np.nanmax(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
-        nanmean = lambda a: float(np.nanmean(a)) if np.isfinite(a).any() else 0.0  # noqa: E731
-        out[foot.side] = {
-            "penetration_mm_max": 1e3 * nanmax(pen), "penetration_mm_mean": 1e3 * nanmean(pen),
-            "float_mm_max": 1e3 * nanmax(hover), "float_mm_mean": 1e3 * nanmean(hover),
-            "point_float_mm_max": 1e3 * nanmax(flo), "point_float_mm_mean": 1e3 * nanmean(flo),
-            "clearance_diff_mm_p95": 1e3 * (float(np.percentile(diff, 95)) if diff.size else 0.0),
-            "sole_normal_deg_max": nanmax(ang), "sole_normal_deg_mean": nanmean(ang),
-            "skate_mm_per_frame": 1e3 * (float(skate.mean()) if skate.size else 0.0),
-            "contact_frames": int(c.any(axis=1).sum()),
-            "frames_off_terrain": int((~np.isfinite(h[:, cols])).any(axis=1).sum()),
-        }
-    return out, h
-
-
-@dataclass
-class FootReport:
-    armature: str
-    action: str
-    source_action: str
-    frames: list
-    feet: list  # labels
-    contacts_from: str
-    before: dict
-    after: dict
-    bake: dict  # the bake's own report (goals, verdict as Blender shows it)
-    ok: bool
-    verdict: str
-    off_terrain: list
-    seconds: float
-    heights: dict = field(default_factory=dict)  # for the plot
-    warnings: list = field(default_factory=list)
-    snapshots: dict = field(default_factory=dict)  # side views of the result at a few contact frames
-    held_mm: tuple = None  # (mean, max) distance of the held bones from their targets, when some were held
-    reference_frames: list = field(default_factory=list)  # frames left out of the default range: not the take's
-    # What the source's clearances are measured over: {side: [lowest, highest]} world heights of the floor under
-    # each foot as it stood (each stance where its lowest sole point stood), or "terrain" (the source stands on it)
-    source_floor: object = None
-
-    def to_dict(self):
-        return {"armature": self.armature, "action": self.action, "source_action": self.source_action,
-                "frames": [int(self.frames[0]), int(self.frames[-1])], "feet": self.feet,
-                "contacts_from": self.contacts_from, "before": self.before, "after": self.after, "ok": self.ok,
-                "verdict": self.verdict, "frames_off_terrain": self.off_terrain, "seconds": self.seconds,
-                "warnings": self.warnings, "reference_frames": [int(f) for f in self.reference_frames],
-                "source_floor": self.source_floor, "bake": self.bake}
-
-    def text(self):
-        lines = [f"Full-Body IK foot placement of {self.armature!r}: frames {self.frames[0]}-{self.frames[-1]}, "
-                 f"feet {', '.join(self.feet)}, contacts {self.contacts_from}",
-                 f"  action: {self.action!r}" + (f" (from {self.source_action!r}, kept)" if self.source_action
-                                                 and self.source_action != self.action else ""),
-                 f"  verdict: {'OK' if self.ok else 'FAILED'}, {self.verdict}"]
-        for side in self.before:
-            b, a = self.before[side], self.after[side]
-            lines.append(f"  {side} foot ({a['contact_frames']} contact frames), before -> after:")
-            for key, label in (("penetration_mm_max", "penetration max mm"), ("float_mm_max", "float max mm"),
-                               ("point_float_mm_max", "a contact point over its place, max mm"),
-                               ("clearance_diff_mm_p95", "lowest sole point's clearance vs the source's, p95 mm"),
-                               ("sole_normal_deg_max", "sole normal max deg"),
-                               ("skate_mm_per_frame", "skate mm/frame"),
-                               ("frames_off_terrain", "frames with a sole point off the terrain")):
-                lines.append(f"    {label}: {b[key]:.2f} -> {a[key]:.2f}")
-        if self.source_floor == "terrain":
-            lines.append("  measured: each contact point over the terrain under it (cast down), against its clearance "
-                         "in the source over the same terrain (the source stands on it)")
-        elif self.source_floor:
-            levels = ", ".join(f"{side} {lo:.4f}" + (f"-{hi:.4f}" if hi - lo >= 5e-5 else "")
-                               for side, (lo, hi) in self.source_floor.items())
-            lines.append(f"  measured: each contact point over the terrain under it (cast down), against its clearance "
-                         f"in the source over the floor under that foot: where its lowest sole point stood in each "
-                         f"stance (heights {levels})")
-        if self.off_terrain:
-            lines.append(f"  frames where a foot has no terrain under any of its points (left as the source's): "
-                         f"{len(self.off_terrain)} ({_ranges(self.off_terrain)})")
-        lines += [f"  note: {w}" for w in self.warnings]
-        return "\n".join(lines)
-
-    def plot(self, path):
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        sides = list(self.heights)
-        rows = len(sides) + (1 if self.snapshots else 0)
-        fig, axes = plt.subplots(rows, 1, figsize=(9, 3 * rows), squeeze=False)
-        for ax, side in zip(axes[:len(sides), 0], sides):
-            d = self.heights[side]
-            for a, b in _runs(np.asarray(d["contact"])):
-                ax.axvspan(self.frames[a], self.frames[b], color="0.85")
-            ax.plot(self.frames, d["terrain"], "k-", lw=1, label="terrain under the heel")
-            ax.plot(self.frames, d["source"], "--", lw=1, label="heel, source")
-            ax.plot(self.frames, d["result"], "-", lw=1.2, label="heel, result")
-            ax.set_ylabel(f"{side} height (m)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-            ax.set_xlabel("frame")
-        axes[0, 0].set_title(f"Foot placement of {self.armature}: heel height and the terrain under it, contacts "
-                             "shaded",
-                             fontsize=10)
-        if self.snapshots:  # the character on the terrain, seen from the side, at a few contact frames
-            ax = axes[-1, 0]
-            s = self.snapshots
-            ax.plot(s["profile_u"], s["profile_z"], "k-", lw=1)
-            for frame, segments in zip(s["frames"], s["segments"]):
-                for (u0, z0), (u1, z1) in segments:
-                    ax.plot([u0, u1], [z0, z1], "-", lw=1.2, color="C0")
-                ax.annotate(str(frame), (segments[0][0][0], max(z for seg in segments for _, z in seg)), fontsize=7)
-            ax.set_aspect("equal")
-            ax.set_xlabel("along the path (world units)")
-            ax.set_ylabel("height")
-            ax.set_title("the result on the terrain at contact frames (side view)", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-
-
-def _side_views(plan_, terrain, segments):
-    """Bones (world segments per frame) and the terrain profile along the walk, projected on the vertical
-    plane through the path: {frames, segments [(u, z) pairs], profile_u, profile_z}."""
-    if not segments:
-        return {}
-    pelvis = plan_.pelvis
-    start, end = pelvis[0, :2], pelvis[-1, :2]
-    d = end - start
-    d = d / np.linalg.norm(d) if np.linalg.norm(d) > 1e-6 else np.array([0.0, 1.0])
-    u = lambda p: float((p[:2] - start) @ d)  # noqa: E731
-    us = np.linspace(min(u(p) for p in pelvis) - 0.5, max(u(p) for p in pelvis) + 0.5, 200)
-    line = np.array([[*(start + t * d), 0.0] for t in us])
-    h, _, ok = terrain.below(line, np.full(len(line), float(np.nanmax(plan_.points[..., 2])) + 2.0))
-    return {"frames": sorted(segments), "profile_u": us[ok].tolist(), "profile_z": h[ok].tolist(),
-            "segments": [[((u(a), float(a[2])), (u(b), float(b[2]))) for a, b in segments[f]]
-                         for f in sorted(segments)]}
 
 
 def check_feet_input(obj, options):
@@ -1546,7 +720,7 @@ def foot_placement(scene, obj, options, progress=None):
     outside = [f for f in frames if f < a0 or f > a1]
     # Toes that follow constraints (Rigify's: through a mechanism the solver does not model) are held as keyed:
     # rigid with their foot.
-    stiff = {f.ball for f in feet if f.ball and _driven(obj, f.ball)}
+    stiff = {f.ball for f in feet if f.ball and driven_by_rig(obj, f.ball)}
     plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options, stiff)
     scene.frame_set(before_frame[0], subframe=before_frame[1])
     if not plan_.contacts.any():
@@ -1557,7 +731,7 @@ def foot_placement(scene, obj, options, progress=None):
         raise RigError(f"no terrain under the feet of {obj.name!r} at any contact: nothing to plant; is the terrain "
                        f"({', '.join(o.name for o in objects)}) under the character?")
     controls = rig_controls(scene, obj, [f.ankle for f in feet] + [pelvis], frames, {f.ankle for f in feet})
-    lost = [f.ankle for f in feet if _driven(obj, f.ankle) and f.ankle not in controls]
+    lost = [f.ankle for f in feet if driven_by_rig(obj, f.ankle) and f.ankle not in controls]
     if lost:
         raise RigError(f"{', '.join(lost)} follow constraints and no control bone that carries them was found (a "
                        "bone without constraints whose pose keeps one relation to the foot): keys on the feet would "
@@ -1615,7 +789,7 @@ def foot_placement(scene, obj, options, progress=None):
         heights[foot.side] = {"terrain": np.where(np.isfinite(h_after[:, j]), h_after[:, j], np.nan).tolist(),
                               "source": plan_.points[:, j, 2].tolist(), "result": result[:, j, 2].tolist(),
                               "contact": plan_.contacts[:, j].tolist()}
-    snapshots = _side_views(plan_, terrain, segments)
+    snapshots = side_views(plan_, terrain, segments)
     report = FootReport(obj.name, action.name, source_action.name if source_action else "", frames,
                         [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
@@ -1633,14 +807,3 @@ def foot_placement(scene, obj, options, progress=None):
     return report
 
 
-def feet_report_summary(action):
-    """Short lines about the foot placement report kept on an action (for the panel), or []."""
-    return summary_lines(action, FEET_REPORT_PROPERTY, "foot placement", _describe_feet)
-
-
-def _describe_feet(report):
-    lines = [("OK: " if report["ok"] else "FAILED: ") + report["verdict"]]
-    for side, a in report["after"].items():
-        lines.append(f"{side.title()}: penetration {a['penetration_mm_max']:.1f} mm, float {a['float_mm_max']:.1f} mm,"
-                     f" sole {a['sole_normal_deg_max']:.1f} deg")
-    return lines

@@ -22,7 +22,9 @@ from ..solvers.rotations import exp_so3
 from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
 from .evaluation import evaluating_only
-from .footplant import _driven, _turn, sample_motion
+from .foot_goals import driven_by_rig
+from .footplant import _turn
+from .soles import sample_motion
 from .feet import find_feet
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers
 from .humanoid import SIDES, map_humanoid
@@ -466,7 +468,7 @@ def retarget(scene, source, target, options=None, progress=None):
             ht.roles.pop(f"{foot.side} toe", None)
             if foot.ball:
                 ht.roles[f"{foot.side} toe"] = foot.ball
-    driven = [ht.bone(f"{s} foot") for s in SIDES if _driven(target, ht.bone(f"{s} foot"))]
+    driven = [ht.bone(f"{s} foot") for s in SIDES if driven_by_rig(target, ht.bone(f"{s} foot"))]
     controls = rigify_controls(target, ht) if driven else None
     if driven and controls is None:  # keys on them would be overridden: say so before anything is written
         raise RigError(f"the character's bones ({', '.join(driven)}) follow constraints (a generated rig's deform "
@@ -663,7 +665,10 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     import bpy
 
     from .bake import REPORT_PROPERTY, REPORT_TEXT
-    from .footplant import FEET_REPORT_PROPERTY, FootOptions, SoleSampler, foot_placement, untouched_feet, write_contacts
+    from .contacts import write_contacts
+    from .foot_report import FEET_REPORT_PROPERTY
+    from .footplant import FootOptions, foot_placement
+    from .soles import SoleSampler, untouched_feet
 
     src_feet, tgt_feet = motion.sampler.feet, humanoid_feet(target, ht)
     sampler = SoleSampler(target, tgt_feet)

@@ -13,7 +13,8 @@ bpy = pytest.importorskip("bpy")
 import fullbody_ik  # noqa: E402
 from fullbody_ik.rig import RigError  # noqa: E402
 from fullbody_ik.rig.feet import find_feet  # noqa: E402
-from fullbody_ik.rig.footplant import FEET_REPORT_PROPERTY, FootOptions, foot_placement  # noqa: E402
+from fullbody_ik.rig.foot_report import FEET_REPORT_PROPERTY  # noqa: E402
+from fullbody_ik.rig.footplant import FootOptions, foot_placement  # noqa: E402
 from fullbody_ik.tools import scenes  # noqa: E402
 from test_cli import run  # noqa: E402
 from test_real_scenes import action_snapshot  # noqa: E402
@@ -160,7 +161,7 @@ def test_the_next_run_uses_the_contact_channels_and_keeps_the_feet_on_the_terrai
     height = scenes.slope(8.0, along=(0.0, -1.0)) if ground == "slope" else \
         scenes.stairs(0.15, 0.3, along=(0.0, -1.0), start=-1.05)  # most of the walk on the floor, then 2 steps
     obj, _ = walk_on(height)
-    from fullbody_ik.rig.footplant import sole_sampler
+    from fullbody_ik.rig.soles import sole_sampler
 
     sampler = sole_sampler(bpy.context.scene, obj, find_feet(obj), list(range(FRAMES[0], FRAMES[1] + 1)))
 
@@ -226,7 +227,7 @@ def test_the_operator_places_the_feet_with_the_panels_settings():
         bpy.ops.fullbody_ik.foot_placement(frame_start=FRAMES[0], frame_end=40)
     obj.fullbody_ik.feet.terrain = terrain
     assert bpy.ops.fullbody_ik.foot_placement(frame_start=FRAMES[0], frame_end=40) == {"FINISHED"}
-    from fullbody_ik.rig.footplant import feet_report_summary
+    from fullbody_ik.rig.foot_report import feet_report_summary
 
     lines = feet_report_summary(obj.animation_data.action)
     assert lines[0].startswith("OK: contacts within 10 mm") and lines[1].startswith("Left: penetration")
@@ -268,7 +269,7 @@ def test_stairs_feet_land_on_one_tread_and_toes_stay_above_the_steps():
         assert b["penetration_mm_max"] > 100  # the source walks through the steps
         assert a["penetration_mm_max"] < 1 and a["float_mm_max"] < 20, a
     # Swinging: every sole point at least as high over the step under it as the source over its floor, 1 cm slack.
-    from fullbody_ik.rig.footplant import sole_sampler
+    from fullbody_ik.rig.soles import sole_sampler
 
     sampler = sole_sampler(bpy.context.scene, obj, find_feet(obj), list(range(FRAMES[0], FRAMES[1] + 1)))
     lowest = []
@@ -284,7 +285,7 @@ def test_on_bumpy_stairs_a_foot_across_an_edge_is_slid_onto_one_tread_too():
     the slide onto one tread looked for, so it gave up, and the left foot stood a whole stance across an edge (53
     foot-frames with sole points on two treads; verdict OK). An edge is now told from the bumps by how far the
     heights under the foot depart from a curve along it."""
-    from fullbody_ik.rig.footplant import sole_sampler
+    from fullbody_ik.rig.soles import sole_sampler
 
     steps = scenes.stairs(0.15, 0.6, along=(0.0, -1.0), start=-1.35)
     height = lambda x, y: steps(x, y) + 0.04 * np.sin(3.0 * x) * np.cos(2.5 * y) + 0.03 * np.sin(5.0 * y)  # noqa
@@ -350,7 +351,7 @@ def test_no_part_of_a_sole_goes_through_a_box_on_the_floor():
     bpy.context.view_layer.update()
     report = foot_placement(bpy.context.scene, obj, FootOptions(2, 101, [ground.name, box.name]))
     assert report.ok, report.text()
-    from fullbody_ik.rig.footplant import _sole_probes, sole_sampler
+    from fullbody_ik.rig.soles import sole_probes, sole_sampler
     from fullbody_ik.rig.terrain import Terrain
 
     terrain = Terrain([ground, box], bpy.context.evaluated_depsgraph_get())
@@ -360,7 +361,7 @@ def test_no_part_of_a_sole_goes_through_a_box_on_the_floor():
         bpy.context.scene.frame_set(f)
         pts = sampler.sample()
         for cols in sampler.cols:
-            probes = _sole_probes([sampler.specs[j][1] for j in cols]) @ pts[cols]
+            probes = sole_probes([sampler.specs[j][1] for j in cols]) @ pts[cols]
             h, _, ok = terrain.below(probes, probes[:, 2] + 0.3)
             lowest = min(lowest, float(np.min(probes[ok, 2] - h[ok])))
     assert lowest > -0.002, f"a sole is {-lowest * 1e3:.1f} mm inside the floor or the box"
@@ -519,7 +520,7 @@ def test_contacts_are_found_on_every_tread_of_stairs_whatever_the_frame_rate(rat
     foot rests on there, not the clip's lowest; the same for a clip sampled at 24 or 120 Hz, and for one at
     120 Hz played in a 24 fps scene (a BVH imported without its frame rate: five times slower); a raised heel or
     a foot held in the air is not a contact. The floor under each foot is the tread it stands on."""
-    from fullbody_ik.rig.footplant import _runs, detect_sole_contacts
+    from fullbody_ik.rig.contacts import detect_sole_contacts, runs
 
     pts, _, stance, heel_up, held = _stair_walk(rate, hold=True)
     speed = np.linalg.norm(np.gradient(pts, axis=0), axis=-1) * fps
@@ -530,9 +531,9 @@ def test_contacts_are_found_on_every_tread_of_stairs_whatever_the_frame_rate(rat
         assert np.abs(floors[standing, k] - pts[standing, 2 * k + 1, 2]).max() < 0.01
         toe, heel = contacts[:, 2 * k + 1], contacts[:, 2 * k]
         assert not (toe & ~stance[:, k]).any() and not (heel & ~stance[:, k]).any()
-        runs = [(a, b) for a, b in _runs(stance[:, k]) if b - a > rate // 4]
-        assert len(runs) >= 4
-        for a, b in runs:  # every stance (on every tread) is found, near its whole length
+        stances = [(a, b) for a, b in runs(stance[:, k]) if b - a > rate // 4]
+        assert len(stances) >= 4
+        for a, b in stances:  # every stance (on every tread) is found, near its whole length
             assert toe[a:b + 1].mean() > 0.8, (k, a, b, toe[a:b + 1].astype(int))
         assert heel_up[:, k].sum() >= 4 and not (heel & heel_up[:, k]).any()  # the heel off, the toe down
     assert held.sum() > rate // 2 and not contacts[held, 2:].any()
@@ -543,21 +544,21 @@ def test_contacts_are_found_on_a_floor_that_drifts():
     120 Hz on flat ground rising 8 % of the hip height over the take, a toe poked 8 cm through the floor as one
     stance ends: every stance is found near its whole length, on the floor under it there (not the take's lowest,
     nor the poke's; in a long stance, where the floor is at each time); the right foot held 0.3 up a second while the left stands is still no contact."""
-    from fullbody_ik.rig.footplant import _runs, detect_sole_contacts
+    from fullbody_ik.rig.contacts import detect_sole_contacts, runs
 
     rate = 120
     pts, _, stance, _, held = _stair_walk(rate, strides=6, rise=0.0, hold=True)
     pts[..., 2] += np.linspace(0.0, 0.08, len(pts))[:, None]
-    runs = [[(a, b) for a, b in _runs(stance[:, k]) if b - a > rate // 4] for k in range(2)]
-    a, b = runs[0][2]
+    stances = [[(a, b) for a, b in runs(stance[:, k]) if b - a > rate // 4] for k in range(2)]
+    a, b = stances[0][2]
     poke = slice(b - (b - a) // 10, b + 1)
     pts[poke, 1, 2] -= 0.08
     speed = np.linalg.norm(np.gradient(pts, axis=0), axis=-1) * rate
     contacts, floors, _ = detect_sole_contacts(pts, speed, [[0, 1], [2, 3]], 1.0, rate, in_place=False)
     for k in range(2):
         toe = contacts[:, 2 * k + 1]
-        assert len(runs[k]) >= 6
-        for a, b in runs[k]:
+        assert len(stances[k]) >= 6
+        for a, b in stances[k]:
             assert toe[a:b + 1].mean() > 0.8, (k, a, b, toe[a:b + 1].astype(int))
             stood_on = pts[:, 2 * k + 1, 2].copy()
             stood_on[poke] = np.inf if k == 0 else stood_on[poke]
@@ -570,7 +571,7 @@ def test_contacts_are_found_on_a_floor_that_drifts():
 def test_a_foot_sliding_between_two_stances_is_two_contacts_not_one():
     """Flat ground, 60 fps: after a walk, the left foot slides 8 cm (0.6 hip heights a second, 2 % of it up)
     between two stances: two contacts with the slide between, not one pinned across it."""
-    from fullbody_ik.rig.footplant import detect_sole_contacts
+    from fullbody_ik.rig.contacts import detect_sole_contacts
 
     pts, _, _, _, _ = _stair_walk(60, rise=0.0)
     last = pts[-1].copy()
@@ -590,7 +591,7 @@ def test_a_foot_sliding_between_two_stances_is_two_contacts_not_one():
 def test_a_foot_that_never_stands_is_not_missed():
     """A hop on the left foot, the right held up and carried along: the right never stands (it moves with the
     body), so it has no contact and is not reported as one the detector missed."""
-    from fullbody_ik.rig.footplant import detect_sole_contacts
+    from fullbody_ik.rig.contacts import detect_sole_contacts
 
     rate, frames = 30, []
     for t in range(80):  # 10 frames on the ground, 10 in the air, 0.3 forward a hop
@@ -608,7 +609,7 @@ def test_a_foot_that_never_stands_is_not_missed():
 def test_the_feet_at_the_top_of_a_jump_are_not_standing():
     """Jumps up (CMU 02_04 has one), 5 % of the hip height forward: both feet slow down together at the top,
     0.45 hip heights up; a second stands before and between: the feet touch only on the floor."""
-    from fullbody_ik.rig.footplant import detect_sole_contacts
+    from fullbody_ik.rig.contacts import detect_sole_contacts
 
     rate, frames, x = 24, [], 0.0
     for jump in range(3):
@@ -631,17 +632,17 @@ def test_a_foot_the_detector_misses_on_a_walk_fails_the_job(job, monkeypatch):
     and say which foot and what to do; the result keys no contact channel for that foot, so a second run on it
     detects it again and fails again (it does not read "never touches" from the first run's keys). A stretch
     where the right foot only swings says nothing."""
-    import fullbody_ik.rig.footplant as footplant
+    import fullbody_ik.rig.soles as soles
     from fullbody_ik.rig.retarget import RetargetOptions, retarget
 
-    detect = footplant.detect_sole_contacts
+    detect = soles.detect_sole_contacts
 
     def blind(pts, speed, cols, *args):
         contacts, floors, stood = detect(pts, speed, cols, *args)
         contacts[:, cols[1]] = False  # the feet are found left, then right
         return contacts, floors, stood
 
-    monkeypatch.setattr(footplant, "detect_sole_contacts", blind)
+    monkeypatch.setattr(soles, "detect_sole_contacts", blind)
     frames = (2, 170)
     obj, terrain = walk_on(lambda x, y: 0.0 * x)
     message = "right foot stands while another swings but no contact of it was detected"
@@ -730,7 +731,8 @@ def test_a_foot_on_raised_flat_ground_keeps_its_shape_and_its_clearance():
     every other, within 3 mm (the foot rigid, as the source's: its ball, higher than its toe tip on a mocap
     skeleton, keeps that height as the heel rises, not lowered onto the ground at toe-off; nor the foot raised
     where its toe tip stood under the level of its points), and its lowest point stands on the ground."""
-    from fullbody_ik.rig.footplant import _runs, read_contacts, sole_sampler
+    from fullbody_ik.rig.contacts import read_contacts, runs
+    from fullbody_ik.rig.soles import sole_sampler
 
     obj, _ = walk_on(lambda X, Y: np.full_like(X, 0.2))
     frames = list(range(FRAMES[0], FRAMES[1] + 1))
@@ -751,7 +753,7 @@ def test_a_foot_on_raised_flat_ground_keeps_its_shape_and_its_clearance():
     rise = (after - before)[..., 2]
     checked = 0
     for k, cols in enumerate(sampler.cols):
-        for a, b in _runs(touching[:, cols].all(axis=1)):  # (the foot standing: every point of it touches)
+        for a, b in runs(touching[:, cols].all(axis=1)):  # (the foot standing: every point of it touches)
             if b - a < 8:
                 continue
             shift = rise[a:b + 1][:, cols]

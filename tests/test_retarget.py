@@ -107,7 +107,7 @@ def _flat_foot_skin_gaps(source, target, first, last, height, meshes=None):
     """{side: [the lowest gap between the foot's skin (vertices weighted mostly to its bones, as Blender deforms
     them; of ``meshes`` {side: mesh object} when given) and the ground ``height(x, y)`` at each frame the source's
     foot stands flat (heel and toe down)]}."""
-    from fullbody_ik.rig.footplant import sample_motion
+    from fullbody_ik.rig.soles import sample_motion
     from fullbody_ik.rig.retarget import humanoid_feet
 
     frames = list(range(first, last + 1))
@@ -138,7 +138,7 @@ def _contact_points(source, target, first, last, with_heel=False):
     """([world positions (k, 3) of a sole point of the target at the source's contact frames of that point (with
     ``with_heel``: those where its foot's heel touches too)], [point names]): the source's contacts from the foot
     placement's detector, the target's points sampled."""
-    from fullbody_ik.rig.footplant import SoleSampler, sample_motion
+    from fullbody_ik.rig.soles import SoleSampler, sample_motion
     from fullbody_ik.rig.retarget import humanoid_feet
 
     frames = list(range(first, last + 1))
