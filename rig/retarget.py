@@ -29,6 +29,7 @@ from .feet import find_feet
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers
 from .humanoid import SIDES, map_humanoid
 from .reading import one_job_each_call
+from .riders import find_riders, key_riders
 from .rigify import key_rigify, rigify_controls
 from .takes import reference_frames
 
@@ -650,6 +651,11 @@ def retarget(scene, source, target, options=None, progress=None):
                              held)
         report.hands_mm = report.feet.held_mm
         report.action = target.animation_data.action.name
+    if controls is None:
+        riders = find_riders(target, ht, keyed)
+        key_riders(scene, target, riders, target.animation_data.action, target.animation_data.action_slot, frames)
+        report.warnings += [f"carried with the bone they stand at, as they stand at rest: "
+                            f"{', '.join(f'{r!r} ({a!r})' for r, a in sorted(riders.items()))}"] if riders else []
     scene.frame_set(before_frame)
     # The scene plays the whole new action: its range grows to cover it (a batch's saved file played in Blender
     # stopped at the scene's old end), never shrinks.

@@ -956,3 +956,35 @@ def _boot_box(obj, bone, ankle):
 
     return skinned_box(bpy, obj, bone, (ankle[0] - 0.05, ankle[1] - 0.24, 0.0), (ankle[0] + 0.05, ankle[1] + 0.06,
                                                                                  ankle[2]), "boot")
+
+
+def test_a_deforming_bone_left_on_the_root_at_a_foot_rides_that_foot():
+    """A game rig's front foot left on the root where its leg IK was lost on export (Quaternius' mech: the leg ends
+    in a back claw, mapped as the foot): keyed to keep its rest place on the mapped foot as Blender shows it, and
+    named in the report. Left as it was, it stood where the rest pose put it while the character walked away."""
+    from mathutils import Vector
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = characters.build(bpy, "plain")[0]
+    bpy.context.view_layer.objects.active = target
+    bpy.ops.object.mode_set(mode="EDIT")
+    for s in "LR":
+        foot = target.data.edit_bones[f"Foot{s}"]
+        claw = target.data.edit_bones.new(f"Claw{s}")  # (no parent: on the armature's root)
+        claw.head, claw.tail = foot.head + Vector((0.0, -0.02, -0.03)), foot.head + Vector((0.0, -0.15, -0.06))
+    bpy.ops.object.mode_set(mode="OBJECT")
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 60))
+    assert "'ClawL' ('FootL')" in report.text() and "'ClawR' ('FootR')" in report.text(), report.text()
+    bones, pose = target.data.bones, target.pose.bones
+    moved = []
+    for f in report.frames[::5]:
+        bpy.context.scene.frame_set(f)
+        for s in "LR":
+            rest = bones[f"Foot{s}"].matrix_local.inverted() @ bones[f"Claw{s}"].matrix_local
+            want = pose[f"Foot{s}"].matrix @ rest
+            got = pose[f"Claw{s}"].matrix
+            assert (got.translation - want.translation).length < 1e-3, (f, s)
+            assert got.to_quaternion().rotation_difference(want.to_quaternion()).angle < 1e-3, (f, s)
+            moved.append((got.translation - bones[f"Claw{s}"].head_local).length)
+    assert max(moved) > 0.5  # (it walked with the character)
