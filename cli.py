@@ -274,6 +274,19 @@ def _check_terrain(bpy, names):
             raise UsageError(f"--terrain: no object named {name!r} in the file (meshes: {listed})")
 
 
+def _check_feet(obj, spec):
+    """UsageError when --feet names bones ``obj`` does not hold, or not a left and a right foot, before any work."""
+    if not spec:
+        return
+    from .rig import RigError
+    from .rig.feet import find_feet
+
+    try:
+        find_feet(obj, spec)
+    except RigError as e:
+        raise UsageError(f"--feet: {e}") from None
+
+
 def _use_action(obj, name):
     import bpy
     from bpy_extras import anim_utils
@@ -414,6 +427,7 @@ def run_footplant(args, inside_blender=False):
     source, output = _open(args)
     obj, scene = _armature(args, need_goals=False)
     _check_terrain(bpy, terrain)
+    _check_feet(obj, args.feet)
     first, last = frames or (scene.frame_start, scene.frame_end)
     reference, why = [], ""
     if frames is None and not args.keep_reference_frames:  # (a CMU clip's first frame: not part of the take)
@@ -479,6 +493,7 @@ def run_retarget(args):
     _check_motion(source, named.get(source, source.name), args.source, target, args.target)
     terrain = [t.strip() for t in (args.terrain or "").split(",") if t.strip()]
     _check_terrain(bpy, terrain)
+    _check_feet(target, args.feet)
     options = RetargetOptions(frames[0], frames[1], args.root.replace("-", "_"), not args.no_ik, terrain,
                               args.max_error, args.time_limit or 0.0, args.hands, *maps, feet=args.feet or "",
                               keep_reference_frames=args.keep_reference_frames,

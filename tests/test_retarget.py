@@ -714,7 +714,10 @@ def test_the_command_line_refuses_a_motion_that_is_not_one_and_takes_the_feet_by
     report = json.loads(proc.stdout)["report"]
     assert ["left foot", "LeftFoot", "FootL"] in report["mapping"] and report["reference_frames"] == [1]
     proc = run("retarget", bvh, robot, "--output", out, "--feet", "FootL:ToesL", "--no-ik")
-    assert proc.returncode == 1 and "give the two feet" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2 and "--feet" in proc.stderr and "give the two feet" in proc.stderr, \
+        proc.stderr[-2000:]  # (a bad argument, refused before any work, as any other)
+    proc = run("retarget", bvh, robot, "--output", out, "--feet", "Foot:Toes,FootR:ToesR", "--no-ik")
+    assert proc.returncode == 2 and "no bone named 'Foot:Toes'" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_an_in_place_walk_travels_as_its_standing_feet_imply():
