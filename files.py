@@ -31,8 +31,8 @@ def stdout_to_stderr():
 def check_writable(path, what, suffix=None, inputs=()):
     """UsageError unless a file can be written at path (its folder exists or can be made, and is writable; not a
     folder, not a read-only file; not one of the job's ``inputs``; ending in ``suffix``, or one of them, when
-    given), before any
-    work: found after a bake, the job's minutes were lost and its exit code was a failure's, not a usage error's."""
+    given), before any work: found after a bake, the job's minutes were lost and its exit code was a failure's, not
+    a usage error's."""
     suffixes = (suffix,) if isinstance(suffix, str) else tuple(suffix or ())
     if suffixes and not path.lower().endswith(suffixes):
         raise UsageError(f"{what} {path} must end in {' or '.join(suffixes)}")

@@ -355,13 +355,6 @@ def _segments(sk, path):
     return runs
 
 
-def _arm_segments(sk, path):
-    """An arm's segments: by their names, or each bone one when the names make fewer than two (an arm of
-    ``hand.L``, ``hand.L.001``, ``hand.L.002``: a mascot's, named as duplicated)."""
-    runs = _segments(sk, path)
-    return runs if len(runs) >= 2 else [[b] for b in path]
-
-
 def _fingers_from(sk, bone):
     """Whether fingers branch from ``bone``: two or more branches of several bones, or three of any size, or two
     with a finger's name (a twist bone or an exporter's leaf is no branch)."""
@@ -376,7 +369,7 @@ def _arm(sk, top, left, centre, sign):
     out = lambda c: float((sign * ((sk.head[sk.below[c]] if sk.children[c] else sk.end[c][None]) - centre) @ left).max())  # noqa: E731
     path = _main_path(sk, top, lambda c: (not FINGER_NAME.search(sk.name(c)) or len(sk.children[c]) > 1, out(c)))
     hand = next((k for k, b in enumerate(path) if HAND_NAME.search(sk.name(b)) and not FINGER_NAME.search(sk.name(b))
-                 and not NOT_LIMB.search(sk.name(b)) and len(_arm_segments(sk, path[:k])) >= 2), None)
+                 and not NOT_LIMB.search(sk.name(b)) and len(_segments(sk, path[:k])) >= 2), None)
     while hand is not None and hand + 1 < len(path) and \
             SEGMENT_SUFFIX.sub("", sk.name(path[hand + 1])) == SEGMENT_SUFFIX.sub("", sk.name(path[hand])):
         hand += 1  # (an arm of hand.L, hand.L.001, hand.L.002: the hand is the last of them)
@@ -384,12 +377,12 @@ def _arm(sk, top, left, centre, sign):
     before, ends_at_forearm = path, False
     if hand is None:
         hand = next((k for k, b in enumerate(path) if k >= 2 and _fingers_from(sk, b)), None)
-        if hand is not None and length([path[hand]]) > 0.75 * length(_arm_segments(sk, path[:hand])[-1]):
+        if hand is not None and length([path[hand]]) > 0.75 * length(_segments(sk, path[:hand])[-1]):
             before, hand, ends_at_forearm = path[:hand + 1], None, True  # (fingers from a bone as long as the one
             # before it: a forearm, no hand)
     if hand is not None:
         before = path[:hand]
-    runs = _arm_segments(sk, before)
+    runs = _segments(sk, before)
     if len(runs) < 2:
         return None, f"{sk.name(top)!r}: fewer than two bones before the hand"
     if hand is not None or ends_at_forearm:  # the forearm ends at the hand, or is the last
