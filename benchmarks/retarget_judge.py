@@ -153,6 +153,31 @@ def hand_tips(arm, names):
     return out
 
 
+def directionless_hands(arm, names):
+    """Sides whose hand bone has no fingers and no length of its own (a BVH hand ending in a zero End Site, to
+    which Blender's importer gives a tail pointing anywhere): such a hand points where its forearm did in rest,
+    turned with the hand (carry_hand_direction)."""
+    out = []
+    for s in SIDES:
+        hn, fn = names.get(f"{s} hand"), names.get(f"{s} forearm")
+        if hn is None or fn is None:
+            continue
+        hand, fore = arm.data.bones[hn], arm.data.bones[fn]
+        if not hand.children and hand.length < 0.05 * max((hand.head_local - fore.head_local).length, 1e-9):
+            out.append(s)
+    return out
+
+
+def carry_hand_direction(data, rest_pts, rest_rot, sides):
+    """Each of ``sides``' fingers point (in ``data`` from sample_rig) made from its wrist: the forearm's rest
+    direction, a third of its length, carried with the hand bone."""
+    for s in sides:
+        d = rest_pts[f"{s} wrist"] - rest_pts[f"{s} elbow"]
+        local = rest_rot[f"{s} hand"].T @ (0.3 * d)
+        data["points"][f"{s} fingers"] = data["points"][f"{s} wrist"] + np.einsum("nij,j->ni",
+                                                                                  data["rot"][f"{s} hand"], local)
+
+
 def tails_meaningful(arm):
     """Whether the armature's bones end where a child begins (BVH, Rigify, most glTF); an FBX importer's bones often
     point along an axis of their own, their tails telling nothing."""
@@ -479,6 +504,7 @@ def load_result(bpy, result_blend, report, terrain=None):
     rest_pts, rest_rot = rest_points(arm, names)
     fv = foot_vertex_sets(arm, meshes, names)
     data = sample_rig(bpy, arm, names, frames, meshes, fv, hand_tips(arm, names))
+    carry_hand_direction(data, rest_pts, rest_rot, directionless_hands(arm, names))
     tails = tails_meaningful(arm)
     clamp_toes(data["points"], rest_pts, tails)
     for s in SIDES:  # (no skin: a heel under each ankle at its toe tip's rest height, carried with the foot)
@@ -587,6 +613,7 @@ def load_source(bpy, source_path, report, fps_int, fps_base=1.0):
     frames = list(range(first, last + 1))
     data = sample_rig(bpy, arm, names, frames, extra=hand_tips(arm, names))
     rest_pts, rest_rot = rest_points(arm, names)
+    carry_hand_direction(data, rest_pts, rest_rot, directionless_hands(arm, names))
     tails = tails_meaningful(arm)
     clamp_toes(data["points"], rest_pts, tails)
     return {"arm": arm.name, "names": names, "frames": np.array(frames, float), "data": data,

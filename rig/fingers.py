@@ -112,6 +112,23 @@ def hand_fingers(bones, hand):
     return out
 
 
+def palm(bones, hand):
+    """The bone that turns the hand named ``hand`` (in ``bones``): the hand itself, unless it has no length of its
+    own (a mocap wrist joint: CMU's LeftHand, whose finger block and thumb both start at its head) and one chain
+    that is not the thumb starts there and carries the fingers (CMU's LeftFingerBase): then that bone, whose
+    rotation is the palm's (a wrist bent in the clip is bent there)."""
+    b = bones[hand]
+    kept = _kept(b)
+    kids = [c for c in b.children if kept(c)]
+    wrist = np.array(b.head_local)
+    reach = max((float(np.linalg.norm(np.array(d.head_local) - wrist)) for d in b.children_recursive if kept(d)),
+                default=0.0)
+    if not kids or reach <= 0.0 or any(np.linalg.norm(np.array(c.head_local) - wrist) > 0.05 * reach for c in kids):
+        return hand
+    blocks = [c for c in kids if c.children and not FINGER_WORDS["thumb"].search(c.name)]
+    return blocks[0].name if len(blocks) == 1 else hand
+
+
 def finger_pairs(source_bones, source_hand, target_bones, target_hand, side):
     """[(role, source bone, target bone)] of the fingers both hands have ("left index 1", ...): the target's
     segments each paired with the source's at the same place along the finger (fractions of its segments)."""

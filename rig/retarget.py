@@ -26,7 +26,7 @@ from .foot_goals import driven_by_rig
 from .footplant import _turn
 from .soles import sample_motion
 from .feet import find_feet
-from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers
+from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers, palm
 from .humanoid import SIDES, map_humanoid
 from .reading import one_job_each_call
 from .riders import find_riders, key_riders
@@ -131,8 +131,9 @@ class _Skeleton:
     def joint_direction(self, role, bone):
         """A mapped bone's direction in the reference pose (world, unit) toward the next joint of its limb (the
         thigh to the knee, the forearm to the wrist, a hand to its fingers' ends, a finger segment to the next),
-        which the file holds; None when nothing follows it (a head, a hand with no fingers, a toe, a finger's last
-        segment): the way the bone itself points to its tail may be an importer's guess."""
+        which the file holds (a hand with no fingers: its forearm's, _fingerless); None when nothing follows it (a
+        head, a toe, a finger's last segment): the way the bone itself points to its tail may be an importer's
+        guess."""
         R, P = self.rest_world()
         i = self.index[bone]
         words = role.split()
@@ -148,11 +149,22 @@ class _Skeleton:
             d = P[self.index[after]] - P[i]
         elif part == "hand":  # toward its fingers (a hand bone may have no length, CMU's, or point anywhere)
             fingers = self._finger_ends(bone)
-            d = np.mean([P[k] for k in fingers], axis=0) - P[i] if fingers else None
+            d = np.mean([P[k] for k in fingers], axis=0) - P[i] if fingers else self._fingerless(i, side)
         else:
             after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
             d = P[self.index[after]] - P[i] if after else None
         return _unit(d) if d is not None and np.linalg.norm(d) > 1e-9 else None
+
+    def _fingerless(self, i, side):
+        """The direction (world) of the fingerless hand bone ``i`` in the reference pose: its forearm's in the rest
+        pose, turned with the hand from rest (a clip whose rest lies down, Bandai Namco's, holds its hands
+        straight only there; the frame it is matched in may bend them)."""
+        fore = self.h.bone(f"{side} forearm")
+        if not fore:
+            return None
+        unit = lambda M: M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0, keepdims=True)  # noqa: E731
+        along = self.rest[i][:3, 3] - self.rest[self.index[fore]][:3, 3]
+        return unit(np.array(self.obj.matrix_world)) @ unit(self.ref[i]) @ unit(self.rest[i]).T @ along
 
     def _finger_ends(self, hand):
         """Indices of the last joint (bone head) of each finger chain hanging from ``hand``, the thumb left out
@@ -285,9 +297,11 @@ def stored_roles(obj):
 
 
 def _pairs(source, hs, target, ht):
-    """[(role, source bone, target bone)] for the roles both have, the spine's middle bones by their place
-    along it (fractions of the chain), and the fingers both hands have (rig.fingers)."""
-    out = [(r, hs.roles[r], ht.roles[r]) for r in ht.roles if r in hs.roles]
+    """[(role, source bone, target bone)] for the roles both have (a source's hand: the bone that turns its palm,
+    rig.fingers.palm), the spine's middle bones by their place along it (fractions of the chain), and the fingers
+    both hands have (rig.fingers)."""
+    hand_of = lambda r: palm(source.data.bones, hs.roles[r]) if r.endswith(" hand") else hs.roles[r]  # noqa: E731
+    out = [(r, hand_of(r), ht.roles[r]) for r in ht.roles if r in hs.roles]
     ms, mt = hs.spine[:-1], ht.spine[:-1]  # the chest is a role of its own
     if ms and mt:
         for i, name in enumerate(mt):

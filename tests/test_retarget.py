@@ -170,17 +170,15 @@ def _contact_heights(source, target, first, last, with_heel=False):
 
 
 def _hand_direction(obj, h, side="left"):
-    """The direction from a hand's wrist to its fingers' ends (thumb left out) in the rest pose, turned as the hand
-    bone is turned now (its own turn, not its fingers' curl): CMU's hand bone has no length of its own to point."""
+    """The direction from a hand's wrist to its knuckles (the fingers' last joints, thumb left out, on a hand
+    whose fingers are one block: CMU's) as Blender shows them now: where the palm points."""
     from fullbody_ik.rig.retarget import _Skeleton
 
     sk = _Skeleton(obj, h)
     name = h.bone(f"{side} hand")
-    rest = obj.data.bones[name].matrix_local.to_3x3()
-    ends = [obj.data.bones[sk.names[k]].head_local for k in sk._finger_ends(name)]
-    d_rest = sum(ends, obj.data.bones[name].head_local * 0) / len(ends) - obj.data.bones[name].head_local
-    posed = obj.matrix_world.to_3x3() @ obj.pose.bones[name].matrix.to_3x3() @ rest.inverted() @ d_rest
-    return np.array(posed.normalized())
+    ends = [np.array(obj.matrix_world @ obj.pose.bones[sk.names[k]].head) for k in sk._finger_ends(name)]
+    d = np.mean(ends, axis=0) - np.array(obj.matrix_world @ obj.pose.bones[name].head)
+    return d / np.linalg.norm(d)
 
 
 def _turn_from_rest(obj, bone, base):
@@ -991,3 +989,24 @@ def test_a_deforming_bone_left_on_the_root_at_a_foot_rides_that_foot():
             assert got.to_quaternion().rotation_difference(want.to_quaternion()).angle < 1e-3, (f, s)
             moved.append((got.translation - bones[f"Claw{s}"].head_local).length)
     assert max(moved) > 0.5  # (it walked with the character)
+
+
+def test_a_wrist_bent_in_a_cmu_clip_is_bent_on_the_character():
+    """CMU's hand bone has no length (its fingers' block and thumb start at its head): the wrist's bend is in the
+    bone after it, the palm (LeftFingerBase). The character's hands point where the source's palms do."""
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = scenes.metarig(bpy)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 40, ik=False))
+    assert ("left hand", "LeftFingerBase", "hand.L") in report.mapping, report.mapping
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    angles, bends = [], []
+    for f in range(first, first + 41, 4):
+        bpy.context.scene.frame_set(f)
+        for side in ("left", "right"):
+            a, b = _hand_direction(source, hs, side), _hand_direction(target, ht, side)
+            angles.append(np.degrees(np.arccos(np.clip(a @ b, -1, 1))))
+            fore = _direction(source, hs.bone(f"{side} forearm"))
+            bends.append(np.degrees(np.arccos(np.clip(a @ fore, -1, 1))))
+    assert np.median(bends) > 15  # (the clip's wrists are bent: what is measured)
+    assert np.max(angles) < 8, np.round(angles, 1)
