@@ -46,7 +46,7 @@ import sys
 import numpy as np
 
 AIMS = {"limb_mean_deg": 10.0, "limb_p95_deg": 25.0, "ankle_spread_mm": 10.0, "swing_ratio": (0.8, 1.25),
-        "clearance_p95_mm": 3.0}
+        "clearance_p95_mm": 3.0, "ankle_step_ratio": 1.5}
 CONTACT_HEIGHT = float(os.environ.get("JUDGE_CONTACT_HEIGHT", 0.035))  # of the leg: a flat foot's ankle and toe
 CONTACT_SPEED = float(os.environ.get("JUDGE_CONTACT_SPEED", 0.35))  # legs a second: ... and their speed
 LIMBS = ("left thigh", "right thigh", "left shin", "right shin", "left upper_arm", "right upper_arm",
@@ -1209,6 +1209,10 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         sk_r = np.linalg.norm(np.diff(a_r[:, :2], axis=0) - step_r, axis=1)[both] * U
         sk_s = np.linalg.norm(np.diff(a_s[:, :2], axis=0) - step_s, axis=1)[both] * U * scale
         sk_worst = [[int(fr[1:][both][i]), float(sk_r[i])] for i in np.argsort(sk_r)[::-1][:3]] if len(sk_r) else []
+        # the ankle's longest move from one frame to the next against the scaled source's (a pop shows)
+        both_used = use[1:] & use[:-1]
+        st_r = np.linalg.norm(np.diff(a_r, axis=0), axis=1)[both_used] * U
+        st_s = np.linalg.norm(np.diff(a_s, axis=0), axis=1)[both_used] * U * scale
         # ankle height over ground and its spread over each contact
         g_a = G.height(a_r[:, :2])
         h_r = a_r[:, 2] - g_a
@@ -1278,6 +1282,9 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
                                   "max": float(np.max(diff)) if len(diff) else None},
             "penetration_frames": int(np.sum(clr[cm] * U < -1.0)),
             "swing_peaks": peaks,
+            "ankle_step_mm": {"max": float(st_r.max()) if len(st_r) else None,
+                              "frame": int(fr[1:][both_used][int(np.argmax(st_r))]) if len(st_r) else None,
+                              "source_scaled_max": float(st_s.max()) if len(st_s) else None},
             "swing_ratio": {"median": float(np.median(ratios)) if ratios else None,
                             "min": float(np.min(ratios)) if ratios else None,
                             "max": float(np.max(ratios)) if ratios else None, "n": len(ratios)},
@@ -1375,6 +1382,10 @@ def _aims(out):
         lo, hi = AIMS["swing_ratio"]
         if r is not None and not (lo <= r <= hi):
             miss.append(f"{s} swing heel peak ratio {r:.2f} outside {lo}-{hi}")
+        j = f["ankle_step_mm"]
+        if j["max"] is not None and j["max"] > AIMS["ankle_step_ratio"] * j["source_scaled_max"]:
+            miss.append(f"{s} ankle moves {j['max']:.1f} mm in a frame (frame {j['frame']}) > "
+                        f"{AIMS['ankle_step_ratio']}x the source's fastest {j['source_scaled_max']:.1f}")
         c = f["clearance_diff_mm"]["p95_abs"]
         if c is not None and c > AIMS["clearance_p95_mm"]:
             miss.append(f"{s} clearance vs source p95 {c:.1f} mm > {AIMS['clearance_p95_mm']:.0f} "

@@ -24,6 +24,7 @@ retarget plants the feet on it (``--terrain Terrain``) and the judge measures th
 import argparse
 import concurrent.futures
 import glob
+import hashlib
 import json
 import os
 import re
@@ -43,6 +44,11 @@ _PREPARING = threading.Lock()  # (one terrain file a character, made once)
 PASS_KEYS = {"target_object": "--target-object", "source_object": "--source-object", "action": "--action",
              "frames": "--frames", "bvh_scale": "--bvh-scale", "source_map": "--source-map",
              "target_map": "--target-map"}
+
+
+def _sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def product_python():
@@ -124,8 +130,10 @@ def discover(char_filter=None, clip_filter=None, corpus="/work/corpus"):
             if f.lower().endswith(CHARACTER_EXT):
                 chars.append({"name": os.path.splitext(os.path.basename(f))[0], "path": os.path.abspath(f),
                               "options": {}, "entry": {"globbed": True}})
+    known = {c["entry"].get("sha256") for c in chars if isinstance(c["entry"], dict)}
     for f in sorted(glob.glob(os.path.join(SHARED_CHARACTERS, "*"))):
-        if f.lower().endswith(CHARACTER_EXT) and not any(c["path"] == os.path.abspath(f) for c in chars):
+        if f.lower().endswith(CHARACTER_EXT) and not any(c["path"] == os.path.abspath(f) for c in chars) \
+                and _sha256(f) not in known:  # (a corpus file the repo also ships is swept once)
             chars.append({"name": os.path.splitext(os.path.basename(f))[0], "path": os.path.abspath(f),
                           "options": {}, "entry": {"shared": True}})
     clips, p2 = read_manifest(CORPUS_MOTION, CLIP_EXT)

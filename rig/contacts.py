@@ -29,6 +29,19 @@ def runs(mask):
     return out
 
 
+def rise_over_stances(z, touching):
+    """(F,) heights ``z`` of a point (an ankle) over where it stands: each stance's low height (10th percentile:
+    the heel down), joined linearly across the swings between stances (a mocap floor drifts from step to step,
+    ground rises and falls). ``touching`` (F,) bool: the foot's contacts (at least one)."""
+    frames = np.arange(len(z))
+    stances = runs(touching)
+    levels = [float(np.percentile(z[a:b + 1], 10)) for a, b in stances]
+    base = np.interp(frames, [(a + b) / 2 for a, b in stances], levels)
+    for (a, b), level in zip(stances, levels):
+        base[a:b + 1] = level
+    return z - base
+
+
 def detect_contacts(height, speed, h_on, v_on, min_frames, pts=None):
     """(F, P) contacts from heights above the floor and speeds: on below h_on and v_on, off above 1.5x
     either (hysteresis), runs shorter than ``min_frames`` dropped; with the points ``pts`` (F, P, 3), gaps

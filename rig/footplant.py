@@ -21,7 +21,7 @@ import numpy as np
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError
 from .bake import BakeOptions, Baker, check_bake, keep_report, outside_warning
-from .contacts import CONTACT_PREFIX, moving, runs, write_contacts
+from .contacts import CONTACT_PREFIX, moving, rise_over_stances, runs, write_contacts
 from .feet import find_feet
 from .foot_goals import FootGoals, driven_by_rig, rig_controls
 from .foot_report import FEET_REPORT_PROPERTY, FootReport, foot_metrics, side_views
@@ -57,6 +57,9 @@ class FootOptions:
     # (BakeOptions.independent); ``workers``: threads (0: automatic).
     independent: bool = False
     workers: int = 0
+    # {side: (F,) how high that foot's ankle should rise over where it stands (world)}: the retargeting's, the
+    # source's scaled to the character's hips; its swing is raised or lowered to within a tenth of it.
+    swing_rise: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -253,6 +256,10 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                     swing_edge = pts[edge, cols, 2] + swing_offset[edge, cols]
                     moved[:, 2] += w * float(np.mean(targets[edge, cols, 2] - swing_edge))
                     targets[t, cols] = moved
+    for k, cols in enumerate(feet_cols):
+        if feet[k].side in options.swing_rise:
+            _swing_to(targets, pts, m.ankles[:, k], cols, [sampler.specs[j][2] == feet[k].ankle for j in cols],
+                      contacts[:, cols].any(axis=1), options.swing_rise[feet[k].side], fps)
     # Never below the terrain: a swinging foot keeps at least the source's clearance over the terrain right
     # under each of its points (blending toward a contact on another step must not pull a toe through the
     # step), raised as a whole (a foot is rigid: per-point lifts would ask for goals it cannot meet).
@@ -484,6 +491,23 @@ def _check_numbers(feet, feet_cols, pts, targets):
                 raise RigError(f"the {foot.label}: its {what} are not numbers on some frames (its sole, from its "
                                "bones or its skin, may have no size in the armature's units): give the feet by hand "
                                "(--feet ANKLE:BALL,ANKLE:BALL)")
+
+
+def _swing_to(targets, pts, ankle, cols, on_ankle, touching, want, fps):
+    """Raises (or lowers) a foot's targets (``cols`` of ``targets`` (F, P, 3), planned from ``pts``) while it
+    swings so that its ankle (``ankle`` (F, 3) as ``pts`` put it, carried as the points on the ankle bone are)
+    rises over where it stands to within a tenth of ``want`` (F,): a character whose legs are built unlike the
+    source's (a short shin under a long thigh) lifts its feet, for its legs, as high as the source's, the joint
+    angles bending a little more or less. Nothing at contacts, eased in and out over a tenth of a second."""
+    if touching.all() or not touching.any():
+        return
+    on = [c for c, o in zip(cols, on_ankle) if o] or list(cols)
+    own = rise_over_stances(_rigid(pts[:, on], targets[:, on], ankle)[:, 2], touching)
+    lo, hi = np.minimum(0.9 * want, 1.1 * want), np.maximum(0.9 * want, 1.1 * want)
+    frames = np.arange(len(touching))
+    near = np.abs(frames[:, None] - np.flatnonzero(touching)[None, :]).min(axis=1)  # frames to a contact
+    w = np.clip(near / max(1.0, 0.1 * fps), 0.0, 1.0)
+    targets[:, cols, 2] += (w * w * (3.0 - 2.0 * w) * (np.clip(own, lo, hi) - own))[:, None]
 
 
 def _rigid(a, b, p):

@@ -21,6 +21,7 @@ import numpy as np
 from ..solvers.rotations import exp_so3
 from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
+from .contacts import rise_over_stances
 from .evaluation import evaluating_only
 from .foot_goals import driven_by_rig
 from .footplant import _turn
@@ -206,6 +207,14 @@ class _Skeleton:
             up = np.array([0.0, 0.0, 1.0])
             out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
         return out
+
+    def hip_height(self):
+        """The hips' height over the soles in the reference pose (world): what a swing's height scales with (a
+        tall cartoon foot lifts higher than its shins alone would say)."""
+        _, P = self.rest_world()
+        hips = float(np.mean([P[self.index[self.h.bone(f"{s} thigh")]][2] for s in SIDES]))
+        soles = [p[2] for points in self._soles().values() for p in points.values()]
+        return hips - float(min(soles or [P[self.index[self.h.bone(f"{s} foot")]][2] for s in SIDES]))
 
     def _soles(self):
         """{side: {"heel", "ball", "toe": world point}} of the feet's sole points in the reference pose ({} when the
@@ -661,8 +670,12 @@ def retarget(scene, source, target, options=None, progress=None):
         if options.hands:  # each hand where the source's is from its pelvis, scaled, from the target's pelvis
             for k, s in enumerate(SIDES):
                 held[ht.bone(f"{s} hand")] = pelvis_world + scale * (source_hands[:, k] - source_heads)
+        ratio = T.hip_height() / max(S.hip_height(), 1e-9)  # the swing's height scales with the hips'
+        rise = {f.side: ratio * rise_over_stances(motion.ankles[:, k, 2], motion.contacts[:, cols].any(axis=1))
+                for k, (f, cols) in enumerate(zip(motion.sampler.feet, motion.sampler.cols))
+                if motion.contacts[:, cols].any()}
         report.feet = _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress,
-                             held)
+                             held, rise)
         report.hands_mm = report.feet.held_mm
         report.action = target.animation_data.action.name
     if controls is None:
@@ -678,7 +691,8 @@ def retarget(scene, source, target, options=None, progress=None):
     return report
 
 
-def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress, held=None):
+def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress, held=None,
+           swing_rise=None):
     """The source's contacts (detected, or its contact channels) keyed on the target's new action, then planted
     by the foot placement on the terrain given, or on the target's floor (a plane made for it and removed);
     the rotation copy is replaced by the planted action, which takes its name."""
@@ -719,6 +733,7 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
                                                          time_limit=options.time_limit, held=held or {},
                                                          on_floor=True, independent=options.independent,
                                                          workers=options.workers,
+                                                         swing_rise=swing_rise or {},
                                                          detected_contacts=tuple(
                                                              src_feet[k].side for k in motion.detected_feet)),
                              progress=(lambda p: progress(0.2 + 0.8 * p)) if progress else None)

@@ -1010,3 +1010,60 @@ def test_a_wrist_bent_in_a_cmu_clip_is_bent_on_the_character():
             bends.append(np.degrees(np.arccos(np.clip(a @ fore, -1, 1))))
     assert np.median(bends) > 15  # (the clip's wrists are bent: what is measured)
     assert np.max(angles) < 8, np.round(angles, 1)
+
+
+def _hip_height(obj, h):
+    """The hips' height over the soles in the rest pose (world): over its skin's lowest point, or with no skin
+    over the lowest of its feet's joints."""
+    W = obj.matrix_world
+    hips = np.mean([(W @ obj.data.bones[h.bone(f"{s} thigh")].head_local).z for s in ("left", "right")])
+    skins = [o for o in bpy.data.objects if o.type == "MESH" and o.find_armature() is obj]
+    if skins:
+        low = min((o.matrix_world @ v.co).z for o in skins for v in o.data.vertices)
+    else:
+        low = min((W @ obj.data.bones[h.bone(f"{s} {r}")].head_local).z for s in ("left", "right")
+                  for r in ("foot", "toe") if h.bone(f"{s} {r}"))
+    return float(hips - low)
+
+
+def test_a_chibi_with_short_legs_and_big_boots_lifts_its_feet_for_its_legs_as_the_source(tmp_path):
+    """KayKit's Barbarian (short legs, big boots) through the command line, the clip at the scene's rate: its
+    ankles rise, for its hips' height, as the source's do (within the aims, 0.8-1.25 of it: the joint angles
+    alone lifted them half as high)."""
+    import json
+
+    from test_cli import run
+
+    out = tmp_path / "out.blend"
+    proc = run("retarget", scenes.BVH + "/cmu_02_01.bvh", scenes.ROOT + "/data/characters/KayKit_Barbarian.glb",
+               "--output", out, "--clip-rate", "scene", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, last = json.loads(proc.stdout)["report"]["frames"]
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    target = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    ht = map_humanoid(target)
+    rises = [_ankle_rise(target, ht, range(first, last + 1), bpy.context.scene.render.fps) / _hip_height(target, ht)]
+    scenes.fresh(bpy)
+    source, first, last = scenes.import_cmu(bpy, "02_01")
+    hs = map_humanoid(source)
+    rises.append(_ankle_rise(source, hs, range(first, last + 1), 120) / _hip_height(source, hs))
+    ratio = rises[0] / rises[1]
+    assert np.all((0.8 < ratio) & (ratio < 1.25)), ratio
+
+
+def _ankle_rise(obj, h, frames, window):
+    """(left, right) the median over the swings of each ankle's highest rise over where it stood (its lowest
+    within ``window`` frames either side: a second's worth holds a stance)."""
+    out = []
+    for side in ("left", "right"):
+        z = []
+        for f in frames:
+            bpy.context.scene.frame_set(f)
+            z.append((obj.matrix_world @ obj.pose.bones[h.bone(f"{side} foot")].head).z)
+        z = np.array(z)
+        rise = z - np.array([z[max(0, i - window):i + window + 1].min() for i in range(len(z))])
+        near = max(1, window // 4)
+        peaks = [i for i in range(len(z)) if rise[i] >= rise[max(0, i - near):i + near + 1].max()
+                 and rise[i] > 0.5 * rise.max()]
+        out.append(float(np.median(rise[peaks])))
+    return np.array(out)

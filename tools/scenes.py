@@ -137,6 +137,14 @@ def import_mannequiny(bpy, clip="run_root.001"):
     return _import_character(bpy, bpy.ops.import_scene.gltf, "mannequiny.glb", lambda a: a.name == clip)
 
 
+def import_kaykit(bpy):
+    """KayKit's Barbarian (data/characters, CC0): a glTF chibi with big boots and short legs, no clip; returns its
+    armature."""
+    before = set(bpy.data.objects)
+    bpy.ops.import_scene.gltf(filepath=os.path.join(ROOT, "data", "characters", "KayKit_Barbarian.glb"))
+    return next(o for o in bpy.data.objects if o.type == "ARMATURE" and o not in before)
+
+
 def import_boxing(bpy):
     """assimp's Boxing_Toes.bvh (data/bvh, BSD-3): the LeftHip/LeftKnee/LeftAnkle convention, 100 fps, in
     metres; returns (armature, first frame, last frame)."""
