@@ -32,12 +32,16 @@ def runs(mask):
 def rise_over_stances(z, touching):
     """(F,) heights ``z`` of a point (an ankle) over where it stands: each stance's low height (10th percentile:
     the heel down), joined linearly across the swings between stances (a mocap floor drifts from step to step,
-    ground rises and falls). ``touching`` (F,) bool: the foot's contacts (at least one)."""
+    ground rises and falls). ``touching`` (F,) bool: the foot's contacts (at least one). A run of contacts that
+    never comes down near the lowest stance (a fifth of the rise over it: a foot touching on its toe tip alone,
+    its ankle high) is no stance."""
     frames = np.arange(len(z))
-    stances = runs(touching)
-    levels = [float(np.percentile(z[a:b + 1], 10)) for a, b in stances]
-    base = np.interp(frames, [(a + b) / 2 for a, b in stances], levels)
-    for (a, b), level in zip(stances, levels):
+    low = float(np.percentile(z[touching], 10))
+    near = 0.2 * max(float(np.max(z)) - low, 1e-12)
+    stances = [(a, b, float(np.percentile(z[a:b + 1], 10))) for a, b in runs(touching)]
+    stances = [s for s in stances if s[2] <= low + near] or [(0, len(z) - 1, low)]
+    base = np.interp(frames, [(a + b) / 2 for a, b, _ in stances], [level for *_, level in stances])
+    for a, b, level in stances:
         base[a:b + 1] = level
     return z - base
 

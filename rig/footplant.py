@@ -93,6 +93,8 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         m.ankles
     fps, floor, leg, travel, contacts, source = m.fps, m.floor, m.leg, m.travel, m.contacts, m.source
     F, P = len(frames), len(sampler.specs)
+    if options.on_floor:
+        contacts = _rolled_onto_toes(contacts, pts, sampler, feet, stiff)
     # Each point over the floor under its foot: where the foot's lowest point stands in each stance (blended
     # between stances, never over the foot: detect_sole_contacts). A mocap floor drifts and a mocap skeleton's
     # two soles do not sit at one height (CMU's right some 2 cm over its left): each stance touches where it
@@ -197,12 +199,22 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         for t, (R, turned, h_all, ok_all) in prepared.items():
             c = touching[t]
             base = c & ok_all  # the points the foot rests on
+            keep = np.maximum(clearance[t, cols], 0.0)  # ... over the terrain by this much
             if options.on_floor:
                 middle = _pivot(turned, level_on[t][1])
                 turned = middle + (turned - middle) @ tilts[t].T
                 R = tilts[t] @ R
-                base = base & on_ankle if (base & on_ankle).any() else base
-            rest_on = lambda: h_all[base] + np.maximum(clearance[t, cols][base], 0.0) - turned[base, 2]  # noqa: E731
+                if (base & on_ankle).any():
+                    base = base & on_ankle
+                elif feet[k].ball not in stiff and (ok_all & on_ankle).any() and not on_ankle.all():
+                    # on its toe tip alone, a toe that bends and whose copied tip curls under the ground (a mocap
+                    # toe curls as it leaves): the foot rests its lowest point on the ground, the toe bent up onto
+                    # it (_bend_track); lifted whole to the tip, it jumped up the frame its ball left the ground
+                    lowest, tips = ok_all & on_ankle, c & ok_all & ~on_ankle
+                    lift = float(np.max(h_all[lowest] - turned[lowest, 2]))
+                    if np.all(turned[tips, 2] + lift < h_all[tips]):
+                        base, keep = lowest, np.zeros_like(keep)
+            rest_on = lambda: h_all[base] + keep[base] - turned[base, 2]  # noqa: E731
             turned[:, 2] += float(np.max(rest_on()))  # no contact point below the surface (bumps lift the sole)
             # Its lifted points (a heel coming off, toes down at a heel strike) follow the same motion, above the
             # terrain: a point that would go under it turns the foot about its contact points, not lift it whole
@@ -228,7 +240,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                         Ra = exp_so3(-a * axis)
                         moved = pivot + (turned - pivot) @ Ra.T
                         lift_needed = max(0.0, float(np.max(h_all[lifted] - moved[lifted, 2])),
-                                          float(np.max(h_all[base] + np.maximum(clearance[t, cols][base], 0.0) -
+                                          float(np.max(h_all[base] + keep[base] -
                                                        moved[base, 2])))
                         if lift_needed < best - 1e-9:
                             best, Rp = lift_needed, Ra
@@ -412,8 +424,9 @@ def _bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
     R = U @ D @ Vt  # (F, 3, 3) the foot's turn from its rest
     across = R @ across0
     touching = contacts[:, cols]
-    # Bent onto the terrain only while the foot stands flat on it (heel and ball down): as the heel lifts, the toe
-    # follows the neighbouring frames' bend (a leg near its reach cannot also bend the toe to the floor).
+    # Bent onto the terrain while the foot stands flat on it (heel and ball down) or on its toe alone (where the
+    # bend reaches it): as the heel lifts over the ball, the toe follows the neighbouring frames' bend (a leg near
+    # its reach cannot also bend the toe to the floor).
     heel, ball = names.get("heel"), names.get("ball")
     stands = (touching & rigid).any(axis=1)  # on points of its ankle bone
     flat = stands.copy()
@@ -442,21 +455,29 @@ def _bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
             return min((wrap(phase + base), wrap(phase - base)), key=abs)
 
         fixed = {t: angle(t, h[t]) for t in range(F) if touching[t, i] and flat[t] and ok[t]}
+        for t in np.flatnonzero(touching[:, i] & ~stands & ok):  # on its toe alone: bent onto the terrain where
+            a = angle(t, h[t])  # the bend reaches it
+            if abs((J[t] + r[t] @ exp_so3(a * across[t]).T)[2] - h[t]) < 1e-4 * leg:
+                fixed[int(t)] = a
         passes = []
         for seq in (range(F), range(F - 1, -1, -1)):
-            theta, out = 0.0, np.zeros(F)
+            theta, s, out, near = 0.0, 0.0, np.zeros(F), np.zeros(F)
             for t in seq:
-                theta = fixed.get(t, theta * decay)
-                out[t] = theta
-            passes.append(out)
-        theta = np.where([t in fixed for t in range(F)], passes[0], 0.5 * (passes[0] + passes[1]))
+                theta, s = (fixed[t], 1.0) if t in fixed else (theta * decay, s * decay)
+                out[t], near[t] = theta, s
+            passes.append((out, near))
+        theta = np.where([t in fixed for t in range(F)], passes[0][0], _joined(passes[0][0], passes[0][1],
+                                                                              passes[1][0], passes[1][1]))
         for t in range(F):
             p = J[t] + r[t] @ exp_so3(theta[t] * across[t]).T
             if ok[t] and p[2] < h[t] and t not in fixed:  # never under the terrain: bent up onto it
                 theta[t] = angle(t, h[t])
                 p = J[t] + r[t] @ exp_so3(theta[t] * across[t]).T
-            if touching[t, i] and not stands[t] and ok[t]:  # on its toe alone: the foot moved to keep it in place
-                shift = np.array([T[t, i, 0], T[t, i, 1], h[t]]) - p
+            if touching[t, i] and not stands[t] and ok[t]:  # on its toe alone: the foot moved to keep it in place,
+                # only up or down where it was bent onto the terrain (a toe bent far swings its tip along the ground;
+                # moved back to its place, the foot jumped sideways)
+                place = p[:2] if t in fixed else T[t, i, :2]
+                shift = np.array([place[0], place[1], h[t]]) - p
                 targets[t, cols] += shift
                 p = p + shift
             targets[t, cols[i]] = p
@@ -473,13 +494,23 @@ def _level_track(frames, decay):
     order = sorted(frames)
     passes = []
     for seq in (order, order[::-1]):
-        w, t_prev, out = np.zeros(2), None, {}
+        w, s, t_prev, out = np.zeros(2), 0.0, None, {}
         for t in seq:
-            prior = w * decay ** abs(t - t_prev) if t_prev is not None else w
-            w = out[t] = _tilt(*frames[t], prior)
+            fade = decay ** abs(t - t_prev) if t_prev is not None else 1.0
+            w = _tilt(*frames[t], w * fade)
+            s = 1.0 if (frames[t][1] > 0).sum() >= 2 else s * fade  # (how much this frame's contacts say)
+            out[t] = (w, s)
             t_prev = t
         passes.append(out)
-    return {t: exp_so3(np.append(_tilt(*frames[t], 0.5 * (passes[0][t] + passes[1][t])), 0.0)) for t in order}
+    return {t: exp_so3(np.append(_tilt(*frames[t], _joined(*passes[0][t], *passes[1][t])), 0.0)) for t in order}
+
+
+def _joined(a, sa, b, sb):
+    """What two passes over the frames (forward, backward) say at one frame, ``a`` and ``b`` (arrays), each
+    weighed by how near the frame it came from is (``sa``, ``sb``: 1 there, decaying away): continuous as one
+    side's frames end (an even mean would halve a foot's turn the frame its last contact lifts)."""
+    total = sa + sb
+    return np.where(total > 1e-12, (sa * a + sb * b) / np.maximum(total, 1e-12), 0.5 * (a + b))
 
 
 def _check_numbers(feet, feet_cols, pts, targets):
@@ -491,6 +522,28 @@ def _check_numbers(feet, feet_cols, pts, targets):
                 raise RigError(f"the {foot.label}: its {what} are not numbers on some frames (its sole, from its "
                                "bones or its skin, may have no size in the armature's units): give the feet by hand "
                                "(--feet ANKLE:BALL,ANKLE:BALL)")
+
+
+def _rolled_onto_toes(contacts, pts, sampler, feet, stiff):
+    """``contacts`` (F, P) without the ball's (and its sides') where a foot whose toes cannot bend (no toe bone,
+    or one nothing turns) is pitched onto its toe tip (``pts`` (F, P, 3): the ball over the toe tip by more than
+    15 degrees' worth of the distance between them): a source's toes bend, so its ball stays down as the heel
+    rises; this foot's ball cannot touch then (held down, the foot was slapped flat about it, the heel dropping
+    a fifth of a leg in a frame, and lifted back after)."""
+    out = contacts.copy()
+    for k, cols in enumerate(sampler.cols):
+        names = [sampler.specs[j][1] for j in cols]
+        if "toe" not in names or "ball" not in names:
+            continue
+        toe, ball = cols[names.index("toe")], cols[names.index("ball")]
+        if sampler.specs[toe][2] != feet[k].ankle and feet[k].ball not in stiff:
+            continue  # (its toe bends: the ball stays down)
+        rise = pts[:, ball, 2] - pts[:, toe, 2]
+        pitched = rise > np.sin(np.radians(15.0)) * np.linalg.norm(pts[:, ball] - pts[:, toe], axis=1)
+        for j, name in zip(cols, names):
+            if name in ("ball", "ball_in", "ball_out"):
+                out[pitched, j] = False
+    return out
 
 
 def _swing_to(targets, pts, ankle, cols, on_ankle, touching, want, fps):

@@ -1067,3 +1067,26 @@ def _ankle_rise(obj, h, frames, window):
                  and rise[i] > 0.5 * rise.max()]
         out.append(float(np.median(rise[peaks])))
     return np.array(out)
+
+def test_a_foot_leaving_the_ground_on_its_toe_does_not_jump():
+    """KayKit's Barbarian takes a CMU walk: as each foot leaves the ground its copied toe curls under the floor. The
+    foot rests on the ground, its toe bent up onto it, and the ankle moves no faster as its contacts change than
+    as it swings (it jumped 6 cm in one frame, 19 times its swing's usual step, the frame the ball lifted)."""
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = scenes.import_kaykit(bpy)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 200))
+    assert report.ok, report.text()
+    ht = map_humanoid(target)
+    bag = target.animation_data.action.layers[0].strips[0].channelbag(target.animation_data.action_slot)
+    for side in ("left", "right"):
+        channels = [fc for fc in bag.fcurves if fc.data_path.startswith(f'["fbik_contact_{side}')]
+        z, touch = [], []
+        for f in report.frames:
+            bpy.context.scene.frame_set(f)
+            z.append((target.matrix_world @ target.pose.bones[ht.bone(f"{side} foot")].head).z)
+            touch.append(tuple(round(fc.evaluate(f)) for fc in channels))
+        step = np.abs(np.diff(z))
+        changes = [i for i in range(len(touch) - 1) if touch[i] != touch[i + 1]]
+        assert len(changes) >= 4, touch
+        assert step[changes].max() < 5 * np.percentile(step, 95), (side, step[changes].max(), np.percentile(step, 95))
