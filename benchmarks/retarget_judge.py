@@ -1206,6 +1206,9 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         if belt is not None:
             step_s = belt[:2] * ((1.0 / dt) if dt else 1.0) / fps_src
         step_r = (Rz[:2, :2] @ step_s) * scale
+        if belt is not None and both.sum() >= 5:  # (the result's own belt: its stride may scale with its legs, not
+            # with the judge's hip heights; a standing foot slides with the ground, not against it)
+            step_r = np.median(np.diff(a_r[:, :2], axis=0)[both], axis=0)
         sk_r = np.linalg.norm(np.diff(a_r[:, :2], axis=0) - step_r, axis=1)[both] * U
         sk_s = np.linalg.norm(np.diff(a_s[:, :2], axis=0) - step_s, axis=1)[both] * U * scale
         sk_worst = [[int(fr[1:][both][i]), float(sk_r[i])] for i in np.argsort(sk_r)[::-1][:3]] if len(sk_r) else []
