@@ -1194,6 +1194,14 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
     G = res["ground"]
     feet = {}
     per_res_frame = {}
+    belt_r = None  # (in place: the result's own treadmill step, from both feet's contacts)
+    if belt is not None:
+        moves = []
+        for s, cmask in contact_s.items():
+            c = (_interp(cmask.astype(float), s_idx) > 0.5) & use
+            moves.append(np.diff(P_r[f"{s} ankle"][:, :2], axis=0)[c[1:] & c[:-1]])
+        moves = np.concatenate(moves) if moves else np.zeros((0, 2))
+        belt_r = np.median(moves, axis=0) if len(moves) >= 5 else None
     for s, cmask in contact_s.items():
         cm = _interp(cmask.astype(float), s_idx) > 0.5
         cm &= use
@@ -1206,9 +1214,9 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         if belt is not None:
             step_s = belt[:2] * ((1.0 / dt) if dt else 1.0) / fps_src
         step_r = (Rz[:2, :2] @ step_s) * scale
-        if belt is not None and both.sum() >= 5:  # (the result's own belt: its stride may scale with its legs, not
-            # with the judge's hip heights; a standing foot slides with the ground, not against it)
-            step_r = np.median(np.diff(a_r[:, :2], axis=0)[both], axis=0)
+        if belt_r is not None:  # (the result's own belt: its stride may scale with its legs, not with the judge's
+            # hip heights; a standing foot slides with the ground, not against it)
+            step_r = belt_r
         sk_r = np.linalg.norm(np.diff(a_r[:, :2], axis=0) - step_r, axis=1)[both] * U
         sk_s = np.linalg.norm(np.diff(a_s[:, :2], axis=0) - step_s, axis=1)[both] * U * scale
         sk_worst = [[int(fr[1:][both][i]), float(sk_r[i])] for i in np.argsort(sk_r)[::-1][:3]] if len(sk_r) else []

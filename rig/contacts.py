@@ -31,19 +31,17 @@ def runs(mask):
 
 def rise_over_stances(z, touching):
     """(F,) heights ``z`` of a point (an ankle) over where it stands: each stance's low height (10th percentile:
-    the heel down), joined linearly across the swings between stances (a mocap floor drifts from step to step,
-    ground rises and falls). ``touching`` (F,) bool: the foot's contacts (at least one). A run of contacts that
-    never comes down near the lowest stance (a fifth of the rise over it: a foot touching on its toe tip alone,
-    its ankle high) is no stance."""
-    frames = np.arange(len(z))
-    low = float(np.percentile(z[touching], 10))
-    near = 0.2 * max(float(np.max(z)) - low, 1e-12)
-    stances = [(a, b, float(np.percentile(z[a:b + 1], 10))) for a, b in runs(touching)]
-    stances = [s for s in stances if s[2] <= low + near] or [(0, len(z) - 1, low)]
-    base = np.interp(frames, [(a + b) / 2 for a, b, _ in stances], [level for *_, level in stances])
-    for a, b, level in stances:
-        base[a:b + 1] = level
-    return z - base
+    the heel down), joined linearly from one stance's end to the next one's start (a mocap floor drifts from step
+    to step, ground rises and falls). ``touching`` (F,) bool: the foot's contacts (at least one). A run of
+    contacts standing higher than the stances on both sides of it (by a fifth of the rise over the lowest: a foot
+    touching on its toe tip alone, its ankle high) is no stance."""
+    runs_ = [(a, b, float(np.percentile(z[a:b + 1], 10))) for a, b in runs(touching)]
+    near = 0.2 * max(float(np.max(z)) - min(level for *_, level in runs_), 1e-12)
+    stances = [r for k, r in enumerate(runs_)
+               if not r[2] > max(n[2] for n in runs_[max(k - 1, 0):k + 2] if n is not r) + near] \
+        if len(runs_) > 1 else runs_
+    knots = [(t, level) for a, b, level in stances for t in (a, b)]
+    return z - np.interp(np.arange(len(z)), [t for t, _ in knots], [level for _, level in knots])
 
 
 def detect_contacts(height, speed, h_on, v_on, min_frames, pts=None):

@@ -57,8 +57,9 @@ class FootOptions:
     # (BakeOptions.independent); ``workers``: threads (0: automatic).
     independent: bool = False
     workers: int = 0
-    # {side: (F,) how high that foot's ankle should rise over where it stands (world)}: the retargeting's, the
-    # source's scaled to the character's hips; its swing is raised or lowered to within a tenth of it.
+    # {side: (F,) how high that foot's ankle should rise over where it stands (world), a value a planned frame}:
+    # the retargeting's, the source's scaled to the character's hips; its swing is raised or lowered to within a
+    # tenth of it.
     swing_rise: dict = field(default_factory=dict)
 
 
@@ -529,7 +530,7 @@ def _rolled_onto_toes(contacts, pts, sampler, feet, stiff):
     or one nothing turns) is pitched onto its toe tip (``pts`` (F, P, 3): the ball over the toe tip by more than
     15 degrees' worth of the distance between them): a source's toes bend, so its ball stays down as the heel
     rises; this foot's ball cannot touch then (held down, the foot was slapped flat about it, the heel dropping
-    a fifth of a leg in a frame, and lifted back after)."""
+    a twentieth of the character's height in a frame, and lifted back after)."""
     out = contacts.copy()
     for k, cols in enumerate(sampler.cols):
         names = [sampler.specs[j][1] for j in cols]

@@ -762,3 +762,25 @@ def test_a_foot_on_raised_flat_ground_keeps_its_shape_and_its_clearance():
             assert abs(np.percentile(lowest, 5)) < 0.003, (k, frames[a], frames[b], np.round(1e3 * lowest))
             checked += 1
     assert checked >= 3
+
+
+def test_an_ankles_rise_is_measured_over_the_stances_beside_it_on_stairs_and_not_over_a_toe_tip():
+    """The swing's height (what a retargeted swing is raised to) over the stances on either side: on stairs each
+    swing rises 0.15 over a climb of 0.18 a step, not over the lowest step; a run of contacts on the toe tip alone,
+    the ankle high, is no stance; a step's level is reached where the stance starts, not halfway into it."""
+    from fullbody_ik.rig.contacts import rise_over_stances
+
+    z, touching = [], []
+    for k in range(8):  # stances of 15 frames, 0.18 up each, swings of 15 frames rising 0.15 over the path
+        z += [0.1 + 0.18 * k] * 15
+        touching += [True] * 15
+        s = np.linspace(0.0, 1.0, 17)[1:-1]
+        z += list(0.1 + 0.18 * (k + s) + 0.15 * np.sin(np.pi * s))
+        touching += [False] * 15
+    z, touching = np.array(z[:-15]), np.array(touching[:-15])
+    rise = rise_over_stances(z, touching)
+    assert abs(rise.max() - 0.15) < 0.01 and abs(rise.min()) < 1e-9, (rise.max(), rise.min())
+    flat = np.r_[np.full(20, 0.05), np.linspace(0.05, 0.3, 10), np.full(5, 0.25), np.linspace(0.3, 0.05, 10),
+                 np.full(20, 0.05)]
+    on = np.r_[np.ones(20, bool), np.zeros(10, bool), np.ones(5, bool), np.zeros(10, bool), np.ones(20, bool)]
+    assert abs(rise_over_stances(flat, on)[32] - 0.2) < 1e-9
