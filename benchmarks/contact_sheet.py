@@ -160,7 +160,7 @@ def contact_sheet(result_blend, output, frames=None, count=8, span=(0.0, 1.0), s
     import time
 
     import bpy
-    from mathutils import Matrix, Vector
+    from mathutils import Vector
 
     rep = _report(report) if not isinstance(report, dict) else report.get("report", report)
     bpy.ops.wm.open_mainfile(filepath=os.path.abspath(result_blend))

@@ -1122,7 +1122,7 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         bad_s, fwd_s = pairing_check(src["rest_points"], "source (rest)", tails=src["tails"])
         src_ref = (src["rest_points"], src["rest_rot"], facing_of(src["rest_points"]))
     else:
-        bad_s, fwd_s = [], None
+        bad_s, _ = [], None
         src_ref = ({k: v[first_valid] for k, v in P_s.items()},
                    {k: v[first_valid] for k, v in src["data"]["rot"].items()},
                    _hips_facing({k: v[first_valid] for k, v in P_s.items()}))

@@ -29,6 +29,21 @@ def runs(mask):
     return out
 
 
+def frames_to(mask):
+    """(F,) how many frames each frame is from the nearest True of ``mask`` (F,) bool (0 on it; inf if none)."""
+    F = len(mask)
+    out = np.full(F, np.inf)
+    last = -np.inf
+    for t in range(F):  # the nearest before, then the nearest after
+        last = t if mask[t] else last
+        out[t] = t - last
+    last = np.inf
+    for t in range(F - 1, -1, -1):
+        last = t if mask[t] else last
+        out[t] = min(out[t], last - t)
+    return out
+
+
 def rise_over_stances(z, touching):
     """(F,) heights ``z`` of a point (an ankle) over where it stands: each stance's low height (10th percentile:
     the heel down), joined linearly from one stance's end to the next one's start (a mocap floor drifts from step

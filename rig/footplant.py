@@ -21,12 +21,13 @@ import numpy as np
 from ..solvers.rotations import exp_so3, log_so3, skew
 from .armature import RigError
 from .bake import BakeOptions, Baker, check_bake, keep_report, outside_warning
-from .contacts import CONTACT_PREFIX, moving, rise_over_stances, runs, write_contacts
+from .contacts import CONTACT_PREFIX, frames_to, moving, runs, write_contacts
 from .feet import find_feet
 from .foot_goals import FootGoals, driven_by_rig, rig_controls
 from .foot_report import FEET_REPORT_PROPERTY, FootReport, foot_metrics, side_views
 from .reading import one_job_each_call
 from .soles import plane_normal, sample_motion, sole_probes, untouched_feet
+from .swing import carried, pitched, smoothstep, swing_lift, swing_pitch, swing_to
 from .terrain import Terrain
 
 HALF_LIFE = 0.08  # seconds: a foot's tilt and toe bend, where its contacts leave them free, fade at this rate
@@ -259,7 +260,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             for side, edge, swing in ((-1, a, before), (1, b, after)):
                 n = max(options.blend_frames, swing // 3)
                 for d in range(1, n + 1):
-                    w = _smooth(1.0 - d / (n + 1))
+                    w = smoothstep(1.0 - d / (n + 1))
                     t = edge + side * d
                     if not (0 <= t < F) or touching[t].any() or edge not in turns:
                         continue
@@ -271,7 +272,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                     targets[t, cols] = moved
     for k, cols in enumerate(feet_cols):
         if feet[k].side in options.swing_rise:
-            _swing_to(targets, pts, m.ankles[:, k], cols, [sampler.specs[j][2] == feet[k].ankle for j in cols],
+            swing_to(targets, pts, m.ankles[:, k], cols, [sampler.specs[j][2] == feet[k].ankle for j in cols],
                       contacts[:, cols].any(axis=1), options.swing_rise[feet[k].side], fps)
     # Never below the terrain: a swinging foot keeps at least the source's clearance over the terrain right
     # under each of its points (blending toward a contact on another step must not pull a toe through the
@@ -299,12 +300,12 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         # the leg kept; what that cannot clear lifts the foot whole.
         k = feet_cols.index(cols)
         at_ankle = m.ankles[air, k] + (targets[air][:, cols] - pts[air][:, cols]).mean(axis=1)
-        pitch = _swing_pitch(T, at_ankle, h_t, lowest, len(cols), air, targets[air][:, cols], fps)
+        pitch = swing_pitch(T, at_ankle, h_t, lowest, len(cols), air, targets[air][:, cols], fps)
         for i, t in enumerate(air):
             if pitch[i] != 0.0:
-                targets[t, cols] = _pitched(targets[t, cols], at_ankle[i], pitch[i])
+                targets[t, cols] = pitched(targets[t, cols], at_ankle[i], pitch[i])
         T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
-        lift = _swing_lift(T[..., 2], h_t, lowest, len(cols))
+        lift = swing_lift(T[..., 2], h_t, lowest, len(cols))
         slope = 0.02 * leg  # per frame: a lift is eased in and out (a step is not a pop), to nothing at contacts
         for x, y in runs(np.isin(np.arange(F), air)):
             k = np.searchsorted(air, [x, y + 1])
@@ -319,11 +320,10 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     n = max(options.blend_frames, int(round(0.3 * fps)), 1)
     ease = []
     for cols in feet_cols:
-        offs = np.flatnonzero(~hits[:, cols].any(axis=1))
+        off_terrain = ~hits[:, cols].any(axis=1)
         w = np.ones(F)
-        if len(offs):  # 0 off the terrain, easing to 1 over the n placed frames nearest it
-            d = np.abs(np.arange(F)[:, None] - offs[None, :]).min(axis=1)
-            w = _smooth(np.minimum(d, n + 1) / (n + 1))
+        if off_terrain.any():  # 0 off the terrain, easing to 1 over the n placed frames nearest it
+            w = smoothstep(np.minimum(frames_to(off_terrain), n + 1) / (n + 1))
         ease.append(w)
         targets[:, cols] = pts[:, cols] + w[:, None, None] * (targets[:, cols] - pts[:, cols])
     ease_pelvis = np.min(ease, axis=0)
@@ -354,7 +354,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     off = [int(f) for f, w in zip(frames, ease_pelvis) if w == 0.0]  # a foot left as the source's
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
-        ankles[:, k] = _rigid(pts[:, on], targets[:, on], ankles[:, k])
+        ankles[:, k] = carried(pts[:, on], targets[:, on], ankles[:, k])
     flat = None
     if options.on_floor:  # the rest pose stands flat on its floor (its sole points are level)
         W = np.array(obj.matrix_world)[:3, :3]
@@ -547,92 +547,6 @@ def _rolled_onto_toes(contacts, pts, sampler, feet, stiff):
     return out
 
 
-def _swing_to(targets, pts, ankle, cols, on_ankle, touching, want, fps):
-    """Raises (or lowers) a foot's targets (``cols`` of ``targets`` (F, P, 3), planned from ``pts``) while it
-    swings so that its ankle (``ankle`` (F, 3) as ``pts`` put it, carried as the points on the ankle bone are)
-    rises over where it stands to within a tenth of ``want`` (F,): a character whose legs are built unlike the
-    source's (a short shin under a long thigh) lifts its feet, for its legs, as high as the source's, the joint
-    angles bending a little more or less. Nothing at contacts, eased in and out over a tenth of a second."""
-    if touching.all() or not touching.any():
-        return
-    on = [c for c, o in zip(cols, on_ankle) if o] or list(cols)
-    own = rise_over_stances(_rigid(pts[:, on], targets[:, on], ankle)[:, 2], touching)
-    lo, hi = np.minimum(0.9 * want, 1.1 * want), np.maximum(0.9 * want, 1.1 * want)
-    frames = np.arange(len(touching))
-    near = np.abs(frames[:, None] - np.flatnonzero(touching)[None, :]).min(axis=1)  # frames to a contact
-    w = np.clip(near / max(1.0, 0.1 * fps), 0.0, 1.0)
-    targets[:, cols, 2] += (w * w * (3.0 - 2.0 * w) * (np.clip(own, lo, hi) - own))[:, None]
-
-
-def _rigid(a, b, p):
-    """Points p (F, 3) moved by the rigid motions that best take points a (F, n, 3) onto b (Kabsch, per row)."""
-    ca, cb = a.mean(axis=1, keepdims=True), b.mean(axis=1, keepdims=True)
-    U, _, Vt = np.linalg.svd(np.swapaxes(b - cb, 1, 2) @ (a - ca))
-    D = np.broadcast_to(np.eye(3), U.shape).copy()
-    D[:, 2, 2] = np.linalg.det(U @ Vt)
-    R = U @ D @ Vt
-    return cb[:, 0] + np.einsum("fij,fj->fi", R, p - ca[:, 0])
-
-
-PITCH_MAX = np.radians(60.0)  # the most a swinging foot is turned up at its ankle to clear the terrain
-
-
-def _pitch_axis(points):
-    """The horizontal axis across a foot (points (P, 3), heel first, toe tip last) about which a positive turn
-    raises its toes."""
-    forward = points[-1] - points[0]
-    forward[2] = 0.0
-    n = np.linalg.norm(forward)
-    if n < 1e-12:
-        return None
-    return np.cross(forward / n, np.array([0.0, 0.0, 1.0]))
-
-
-def _pitched(points, pivot, angle):
-    """Points (P, 3) of a foot turned toes-up by ``angle`` about ``pivot`` (its ankle)."""
-    axis = _pitch_axis(points)
-    if axis is None:
-        return points
-    return pivot + (points - pivot) @ exp_so3(angle * axis).T
-
-
-def _swing_lift(z, terrain, lowest, P):
-    """(A,) how far a swinging foot must rise on each frame so that none of its probes (heights z (A, Q) over
-    ``terrain`` (A, Q)) is under the terrain and its lowest sole point (the first P probes) keeps ``lowest`` (A,)
-    over it: its swing height as the source's, whatever turn its shape took."""
-    over = z - terrain
-    return np.maximum(np.maximum(-over.min(axis=1), lowest - over[:, :P].min(axis=1)), 0.0)
-
-
-def _swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
-    """(A,) the toes-up turn at the ankle of a swinging foot on each of its frames ``air`` that leaves the least to
-    lift it by (_swing_lift; the smallest such turn, at most PITCH_MAX), eased over neighbouring frames (at most
-    90 degrees a second) so the foot turns smoothly; probes (A, Q, 3), ``points`` (A, P, 3) the foot's sole points
-    (heel first, toe tip last)."""
-    grid = np.linspace(0.0, PITCH_MAX, 19)
-    out = np.zeros(len(air))
-    before = _swing_lift(probes[..., 2], terrain, lowest, P)
-    for i in np.flatnonzero(before > 0.0):
-        axis = _pitch_axis(points[i])
-        if axis is None:
-            continue
-        z = np.array([(ankles[i] + (probes[i] - ankles[i]) @ exp_so3(a * axis).T)[:, 2] for a in grid])
-        lifts = _swing_lift(z, np.broadcast_to(terrain[i], z.shape), np.full(len(grid), lowest[i]), P)
-        out[i] = grid[int(np.flatnonzero(lifts <= lifts.min() + 1e-4)[0])]
-    slope = np.radians(90.0) / max(fps, 1.0)
-    for x, y in runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
-        k = np.searchsorted(air, [x, y + 1])
-        part = out[k[0]:k[1]]
-        t = np.arange(len(part))
-        out[k[0]:k[1]] = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
-    return out
-
-
-def _smooth(x):
-    """Smoothstep: 0 at 0, 1 at 1, flat at both ends."""
-    return x * x * (3.0 - 2.0 * x)
-
-
 def _onto_one_level(targets, cols, touching, terrain, leg):
     """A foot that would stand across a step edge at some frame of a contact (its points over surfaces more
     than 2 cm apart: as it lands, or as it turns about its toe) is slid along its length, by the least
@@ -696,10 +610,10 @@ def _onto_one_level(targets, cols, touching, terrain, leg):
         while after < F and air[after]:
             after += 1
         for t in range(before + 1, a):
-            w = 1.0 if before < 0 else _smooth((t - before) / (a - before))
+            w = 1.0 if before < 0 else smoothstep((t - before) / (a - before))
             targets[t, cols] += w * move
         for t in range(b + 1, after):
-            w = 1.0 if after >= F else _smooth((after - t) / (after - b))
+            w = 1.0 if after >= F else smoothstep((after - t) / (after - b))
             targets[t, cols] += w * move
 
 
@@ -741,7 +655,7 @@ def _skate_shift(points, touching):
             shift[a:] = shift[a - 1]
             continue
         n = b - a + 2
-        shift[a:b + 1] = shift[a - 1] * (1.0 - _smooth(np.arange(1, n) / n))[:, None]
+        shift[a:b + 1] = shift[a - 1] * (1.0 - smoothstep(np.arange(1, n) / n))[:, None]
     return shift
 
 

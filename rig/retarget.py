@@ -671,9 +671,11 @@ def retarget(scene, source, target, options=None, progress=None):
             for k, s in enumerate(SIDES):
                 held[ht.bone(f"{s} hand")] = pelvis_world + scale * (source_hands[:, k] - source_heads)
         ratio = T.hip_height() / max(S.hip_height(), 1e-9)  # the swing's height scales with the hips'
-        rise = {f.side: ratio * rise_over_stances(motion.ankles[:, k, 2], motion.contacts[:, cols].any(axis=1))
-                for k, (f, cols) in enumerate(zip(motion.sampler.feet, motion.sampler.cols))
-                if motion.contacts[:, cols].any()}
+        rise = {}
+        for k, (f, cols) in enumerate(zip(motion.sampler.feet, motion.sampler.cols)):
+            touching = motion.contacts[:, cols].any(axis=1)
+            if touching.any():
+                rise[f.side] = ratio * rise_over_stances(motion.ankles[:, k, 2], touching)
         report.feet = _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress,
                              held, rise)
         report.hands_mm = report.feet.held_mm

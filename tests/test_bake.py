@@ -522,7 +522,7 @@ def test_a_target_nearer_than_the_chain_folds_is_told_of(scene):
     g.kind, g.bone, g.target, g.use_tail = "POSITION", "b0", empty, True
     report = Baker(bpy.context.scene, obj, BakeOptions(*FRAMES)).run()
     assert not report.ok and len(report.hints) == 2, report.hints
-    assert report.hints[0] == (f"position b0 tail: its target was too near 'b0' on 24 of the 24 frames it was not "
+    assert report.hints[0] == ("position b0 tail: its target was too near 'b0' on 24 of the 24 frames it was not "
                                "met, up to 500 mm nearer than the bones between them fold (one of them is longer "
                                "than the others together: a goal on a bone's tail from its own head, or a bone that "
                                "hangs from the root)"), report.hints

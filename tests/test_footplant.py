@@ -784,3 +784,13 @@ def test_an_ankles_rise_is_measured_over_the_stances_beside_it_on_stairs_and_not
                  np.full(20, 0.05)]
     on = np.r_[np.ones(20, bool), np.zeros(10, bool), np.ones(5, bool), np.zeros(10, bool), np.ones(20, bool)]
     assert abs(rise_over_stances(flat, on)[32] - 0.2) < 1e-9
+
+
+def test_frames_to_the_nearest_contact_count_both_ways_and_none_is_infinitely_far():
+    """What a swing's height and a foot's return from off the terrain are eased over: each frame's distance, in
+    frames, to the nearest marked frame before or after it."""
+    from fullbody_ik.rig.contacts import frames_to
+
+    mask = np.array([False, True, False, False, False, False, True, False, False])
+    assert frames_to(mask).tolist() == [1, 0, 1, 2, 2, 1, 0, 1, 2]
+    assert np.isinf(frames_to(np.zeros(4, bool))).all()

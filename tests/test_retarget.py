@@ -760,7 +760,7 @@ def test_an_in_place_walk_travels_as_its_standing_feet_imply():
     target = scenes.metarig(bpy)
     report = retarget(scene, source, target, RetargetOptions(first, last, root="from_feet"))
     assert report.ok, report.text()
-    hs, ht = map_humanoid(source), map_humanoid(target)
+    ht = map_humanoid(target)
     travelled = []
     for f in (first, last):
         scene.frame_set(f)
