@@ -855,23 +855,24 @@ def _stats(x):
     return {"mean": float(np.mean(x)), "p95": float(np.percentile(x, 95)), "max": float(np.max(x)), "n": int(len(x))}
 
 
-def _hinge_signed(P, rot, rest_pts, rest_rot, hinge, facing):
-    """Signed bend (degrees) of a knee or elbow: positive the way it folds in the rest pose (knees backward,
-    elbows toward the front), against the upper bone's own frame."""
-    upper_role, a, b, c, way = HINGES[hinge]
-    if not all(k in P for k in (a, b, c)) or upper_role not in rot:
+def _hinge_signed(P, hinge):
+    """Signed bend (degrees, per frame) of a knee or elbow from positions: positive the way a human's folds (a knee
+    backward, an elbow forward) against the facing its hips show on that frame (left hip to right hip across the
+    up axis); NaN where the upper bone points nearly along that facing (the fold's side unknown). Positions only:
+    a bone's own axes, as a rig's importer set them, say nothing of which way its joint bends."""
+    _, a, b, c, way = HINGES[hinge]
+    if not all(k in P for k in (a, b, c, "left hip", "right hip")):
         return None
-    u_rest = _unit(rest_pts[b] - rest_pts[a])
-    want = facing if way == "front" else -facing
-    d = want - np.dot(want, u_rest) * u_rest
-    if np.linalg.norm(d) < 1e-6:
-        return None
-    d_local = rest_rot[upper_role].T @ _unit(d)
+    facing = np.cross(P["left hip"] - P["right hip"], [0.0, 0.0, 1.0])
+    facing[:, 2] = 0.0
+    want = _unit(facing) * (1.0 if way == "front" else -1.0)
     u = _unit(P[b] - P[a])
     f = _unit(P[c] - P[b])
-    d_now = _unit(np.einsum("nij,j->ni", rot[upper_role], d_local))
-    d_now = _unit(d_now - np.sum(d_now * u, axis=1, keepdims=True) * u)
-    return np.degrees(np.arctan2(np.sum(f * d_now, axis=1), np.sum(f * u, axis=1)))
+    d = want - np.sum(want * u, axis=1, keepdims=True) * u
+    n = np.linalg.norm(d, axis=1)
+    d = d / np.maximum(n, 1e-9)[:, None]
+    out = np.degrees(np.arctan2(np.sum(f * d, axis=1), np.sum(f * u, axis=1)))
+    return np.where(n > 0.3, out, np.nan)
 
 
 def upright(pts):
@@ -884,15 +885,6 @@ def upright(pts):
                 return False
             ok = True
     return ok
-
-
-def _hips_facing(pts):
-    if "left hip" not in pts or "right hip" not in pts:
-        return None
-    f = np.cross(pts["left hip"] - pts["right hip"], [0.0, 0.0, 1.0])
-    f[2] = 0.0
-    n = np.linalg.norm(f)
-    return f / n if n > 1e-9 else None
 
 
 def facing_of(pts):
@@ -1107,7 +1099,7 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
     frames_used = fr[use]
 
     # ---------------------------------------------------------------- pairing sanity
-    bad_r, fwd_r = pairing_check(rp, "result (rest)", tails=res["tails"])
+    bad_r, _ = pairing_check(rp, "result (rest)", tails=res["tails"])
     out["pairing_notes"] = []
     for who, d in (("result", res), ("source", src)):
         if not d["tails"]:
@@ -1115,17 +1107,9 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
                                         + ("" if any(f"{x} toe" in d["names"] for x in SIDES) else
                                            " and, with no toe bones, nor its sides (its feet's direction is a "
                                            "tail's) nor its feet's heading"))
-    # the source's reference pose (the way its knees and elbows fold): its rest if it stands upright (a BVH's rest
-    # need not: Bandai's lies along X), else its first frame of the take
+    # the source's rest is checked where it stands upright (a BVH's rest need not: Bandai's lies along X)
     src_rest_up = upright(src["rest_points"])
-    if src_rest_up:
-        bad_s, fwd_s = pairing_check(src["rest_points"], "source (rest)", tails=src["tails"])
-        src_ref = (src["rest_points"], src["rest_rot"], facing_of(src["rest_points"]))
-    else:
-        bad_s, _ = [], None
-        src_ref = ({k: v[first_valid] for k, v in P_s.items()},
-                   {k: v[first_valid] for k, v in src["data"]["rot"].items()},
-                   _hips_facing({k: v[first_valid] for k, v in P_s.items()}))
+    bad_s = pairing_check(src["rest_points"], "source (rest)", tails=src["tails"])[0] if src_rest_up else []
     out["source_rest_upright"] = bool(src_rest_up)
     src_pose = {k: v[first_valid] for k, v in P_s.items()}
     hips_fwd = None
@@ -1334,23 +1318,17 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         out["joint_limits"] = {"bones_with_limits": sorted(res["limits"]), "violations": n, "where": where}
     else:
         out["joint_limits"] = None
-    fwd_r = fwd_r if fwd_r is not None else np.array([0.0, -1.0, 0.0])
-    src_rest_fwd = src_ref[2]
     hinges = {}
     for h in HINGES:
         thr = 5.0 if "knee" in h else 10.0
-        sr = _hinge_signed({k: v[use] for k, v in P_r.items()}, {k: v[use] for k, v in res["data"]["rot"].items()},
-                           rp, res["rest_rot"], h, fwd_r)
-        ss = None
-        if src_rest_fwd is not None:
-            ss = _hinge_signed({k: v[use] for k, v in Ps.items()},
-                               {k: _interp(v, s_idx)[use] for k, v in src["data"]["rot"].items()},
-                               src_ref[0], src_ref[1], h, src_rest_fwd)
-        if sr is None:
+        sr = _hinge_signed({k: v[use] for k, v in P_r.items()}, h)
+        ss = _hinge_signed({k: v[use] for k, v in Ps.items()}, h)
+        if sr is None or not np.isfinite(sr).any():
             continue
-        hinges[h] = {"result_inverted_frames": int(np.sum(sr < -thr)), "result_min_deg": float(np.min(sr)),
-                     "source_inverted_frames": int(np.sum(ss < -thr)) if ss is not None else None,
-                     "source_min_deg": float(np.min(ss)) if ss is not None else None,
+        has_s = ss is not None and np.isfinite(ss).any()
+        hinges[h] = {"result_inverted_frames": int(np.sum(sr < -thr)), "result_min_deg": float(np.nanmin(sr)),
+                     "source_inverted_frames": int(np.sum(ss < -thr)) if has_s else None,
+                     "source_min_deg": float(np.nanmin(ss)) if has_s else None,
                      "threshold_deg": thr,
                      "result_frames": [int(f) for f in frames_used[sr < -thr][:20]]}
     out["hinges"] = hinges
