@@ -29,6 +29,11 @@ def runs(mask):
     return out
 
 
+def shortest_contact(fps):
+    """The fewest frames a contact lasts (a twelfth of a second, at least two): a shorter run is noise."""
+    return max(2, int(round(0.08 * fps)))
+
+
 def frames_to(mask):
     """(F,) how many frames each frame is from the nearest True of ``mask`` (F,) bool (0 on it; inf if none)."""
     F = len(mask)
@@ -118,7 +123,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
     foot."""
     F, P = speed.shape
     z = pts[..., 2]
-    h_on, min_frames = 0.03 * leg, max(2, int(round(0.08 * fps)))
+    h_on, min_frames = 0.03 * leg, shortest_contact(fps)
     if in_place:
         v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
     else:

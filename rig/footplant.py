@@ -144,10 +144,13 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         swing_offset[:, cols] = swing_offset[:, cols].max(axis=1, keepdims=True)
     targets = pts.copy()
     targets[..., 2] += swing_offset
+    # On a treadmill a standing foot slides back under the body at the belt's speed: it is pinned to the belt.
+    ground = pts.copy()
+    if m.treadmill:
+        ground[..., :2] -= _belt(pts, contacts, fps)[:, None, :]
     for k, cols in enumerate(feet_cols):
-        if not m.treadmill:  # on a treadmill the foot's slide under the body is the motion: kept
-            shift = _skate_shift(pts[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
-            targets[:, cols, :2] += shift[:, None, :]
+        shift = _skate_shift(ground[:, cols], contacts[:, cols])  # (F, 2): pins the foot while it touches
+        targets[:, cols, :2] += shift[:, None, :]
         touching = contacts[:, cols]
         _onto_one_level(targets, cols, touching, terrain, leg)
         # A foot that touches: the source foot (held against skate) turned as a whole from the source floor's
@@ -349,8 +352,8 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     warnings = []
     if m.treadmill:
         warnings.append(f"the pelvis moves {travel:.3f} (world units) over the frames: an action without root motion "
-                        "(in place); the feet keep their slide under the body (a treadmill), only their heights and "
-                        "turns follow the terrain")
+                        "(in place); a standing foot slides back under the body at the treadmill's speed (the standing feet's "
+                        "median over a second), its height and turn following the terrain")
     off = [int(f) for f, w in zip(frames, ease_pelvis) if w == 0.0]  # a foot left as the source's
     for k, foot in enumerate(feet):  # the ankle moved as the foot's sole points on it were (Kabsch, each frame)
         on = [j for j in sampler.cols[k] if sampler.specs[j][2] == foot.ankle]
@@ -629,6 +632,26 @@ def _turn(a, b):
         return np.eye(3)
     K = skew(v)
     return np.eye(3) + K + K @ K / (1.0 + c)
+
+
+def _belt(points, contacts, fps):
+    """(F, 2) how far a treadmill's ground has carried what stands on it by each frame, from the first: each
+    frame's step the median of the standing points' (``points`` (F, P, 3) touching on it and the frame before,
+    ``contacts`` (F, P)) over a second around it, so both feet's stances set it; a frame with none takes the
+    nearest frame's."""
+    F = len(points)
+    moved = np.diff(points[..., :2], axis=0)  # (F-1, P, 2): frame t-1 to t
+    standing = contacts[1:] & contacts[:-1]
+    half = max(1, int(round(0.5 * fps)))
+    step = np.full((F, 2), np.nan)
+    for t in range(1, F):
+        lo, hi = max(0, t - 1 - half), min(F - 1, t + half)
+        seen = moved[lo:hi][standing[lo:hi]]
+        if len(seen):
+            step[t] = np.median(seen, axis=0)
+    step = _fill(step)
+    step[0] = 0.0
+    return np.cumsum(step, axis=0)
 
 
 def _skate_shift(points, touching):

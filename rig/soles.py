@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .armature import RigError, _matrices
-from .contacts import detect_sole_contacts, read_contacts
+from .contacts import detect_sole_contacts, read_contacts, runs, shortest_contact
 from .evaluation import evaluating_only
 from .feet import up_vector
 
@@ -111,6 +111,8 @@ def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
         speed = np.abs(v[..., 2]) if in_place else np.linalg.norm(v, axis=-1)
     bones = [[j for j in cols if sampler.specs[j][1] not in ("ball_in", "ball_out")] for cols in sampler.cols]
     detected, floors, stood = detect_sole_contacts(pts, speed, sampler.cols, leg, fps, in_place, bones)
+    if in_place and F > 1:
+        detected = _on_the_belt(detected, v, leg, fps)
     for cols in sampler.cols:  # the sides of the ball touch when the ball does
         names = [sampler.specs[j][1] for j in cols]
         ball = cols[names.index("ball")]
@@ -126,6 +128,27 @@ def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
     if contacts.any():
         floor = float(np.percentile(pts[..., 2][contacts], 5))
     return contacts, detected_feet, floors, stood, floor, leg, in_place
+
+
+def _on_the_belt(contacts, v, leg, fps):
+    """``contacts`` (F, P) of an in-place clip (found from vertical speeds) without the frames where a point moves
+    over the ground unlike a standing one: on a treadmill (the standing points' median horizontal velocity over
+    a fifth of the hip height ``leg`` per second) a point whose horizontal velocity (``v`` (F, P, 3) per second)
+    is further from the belt's than the belt's own speed (a toe skimming the floor as its foot swings forward);
+    runs left shorter than a contact's least duration dropped."""
+    if not contacts.any():
+        return contacts
+    belt = np.median(v[..., :2][contacts], axis=0)
+    speed = float(np.linalg.norm(belt))
+    if speed <= 0.2 * leg:
+        return contacts
+    out = contacts & (np.linalg.norm(v[..., :2] - belt, axis=-1) <= speed)
+    shortest = shortest_contact(fps)
+    for j in range(out.shape[1]):
+        for a, b in runs(out[:, j]):
+            if b - a + 1 < shortest:
+                out[a:b + 1, j] = False
+    return out
 
 
 def _level_sides(sampler, pts, rotations, contacts):

@@ -794,3 +794,21 @@ def test_frames_to_the_nearest_contact_count_both_ways_and_none_is_infinitely_fa
     mask = np.array([False, True, False, False, False, False, True, False, False])
     assert frames_to(mask).tolist() == [1, 0, 1, 2, 2, 1, 0, 1, 2]
     assert np.isinf(frames_to(np.zeros(4, bool))).all()
+
+
+def test_on_a_treadmill_a_toe_skimming_the_floor_as_its_foot_swings_forward_is_no_contact():
+    """An in-place clip's contacts are found from vertical speeds (its standing feet slide back with the belt): a
+    toe that stays low and level while its foot swings forward reads as touching. It moves against the belt, and
+    is dropped; the standing foot, sliding back with it, is kept."""
+    from fullbody_ik.rig.soles import _on_the_belt
+
+    fps, leg = 30.0, 1.0
+    v = np.zeros((30, 2, 3))
+    v[:, 0, 1] = 0.9  # the standing heel: back with the belt at 0.9 leg/s
+    v[:, 1, 1] = np.r_[np.full(10, 0.9), np.full(20, -1.8)]  # the toe: standing, then swinging forward, low and level
+    contacts = np.ones((30, 2), dtype=bool)
+    kept = _on_the_belt(contacts, v, leg, fps)
+    assert kept[:, 0].all() and kept[:10, 1].all() and not kept[10:, 1].any()
+    v[:, :, 1] = 0.0  # in place and standing still (an idle): no belt, nothing dropped
+    v[10:, 1, 1] = -0.5
+    assert _on_the_belt(contacts, v, leg, fps).all()

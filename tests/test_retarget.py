@@ -732,12 +732,9 @@ def test_the_command_line_refuses_a_motion_that_is_not_one_and_takes_the_feet_by
     assert proc.returncode == 2 and "no bone named 'Foot:Toes'" in proc.stderr, proc.stderr[-2000:]
 
 
-def test_an_in_place_walk_travels_as_its_standing_feet_imply():
-    """A game clip walks on a treadmill (its hips keep their place): --root from-feet gives the body the travel its
-    standing feet imply, so they do not slide; CMU's walk made in place travels nearly as far as the walk it came
-    from, and its contacts are planted."""
-    from fullbody_ik.rig.retarget import feet_travel
-
+def _cmu_walk_in_place():
+    """CMU 02_01 (120 frames) with its hips held over their first place, as a game clip walks on a treadmill:
+    (source, first, last, where its hips walked (F, 3) before)."""
     scenes.fresh(bpy)
     source, first, _ = scenes.import_cmu(bpy, "02_01")
     last = first + 120
@@ -757,6 +754,45 @@ def test_an_in_place_walk_travels_as_its_standing_feet_imply():
             k.handle_left[1] = k.handle_right[1] = start
     scene.frame_set(last)
     assert np.linalg.norm(np.array(source.matrix_world @ hips.head)[:2] - walked[0, :2]) < 0.01  # in place now
+    return source, first, last, walked
+
+
+def test_an_in_place_walk_slides_its_standing_feet_at_one_treadmill_speed():
+    """A game clip kept in place: each standing foot of the character slides back under it at the treadmill's
+    speed, the one both feet's stances share, as a foot on a belt does (each kept the slide its joint angles gave
+    it, faster or slower than the other's and changing within a stance)."""
+    source, first, last, _ = _cmu_walk_in_place()
+    scene = bpy.context.scene
+    target = scenes.metarig(bpy)
+    report = retarget(scene, source, target, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    assert any("treadmill" in w for w in report.feet.warnings), report.feet.warnings
+    ht = map_humanoid(target)
+    steps, standing = {}, {}
+    for side in ("left", "right"):
+        bone = target.pose.bones[ht.bone(f"{side} foot")]
+        where = []
+        for f in range(first, last + 1):
+            scene.frame_set(f)
+            where.append(np.array(target.matrix_world @ bone.head)[:2])
+            standing.setdefault(side, []).append(all(target[k] > 0.5 for k in target.keys()
+                                                     if k.startswith(f"fbik_contact_{side}_")))
+        steps[side] = np.diff(np.array(where), axis=0)
+        standing[side] = np.array(standing[side][1:]) & np.array(standing[side][:-1])
+    belt = np.median(np.concatenate([steps[s][standing[s]] for s in steps]), axis=0)
+    off = np.concatenate([np.linalg.norm(steps[s][standing[s]] - belt, axis=1) for s in steps])
+    # (a tenth of the belt's step on most frames: 0.7 mm of 10.7; each foot keeping its own slide, 1.3 mm)
+    assert len(off) > 40 and np.median(off) < 0.1 * np.linalg.norm(belt), (np.median(off), np.linalg.norm(belt))
+
+
+def test_an_in_place_walk_travels_as_its_standing_feet_imply():
+    """A game clip walks on a treadmill (its hips keep their place): --root from-feet gives the body the travel its
+    standing feet imply, so they do not slide; CMU's walk made in place travels nearly as far as the walk it came
+    from, and its contacts are planted."""
+    from fullbody_ik.rig.retarget import feet_travel
+
+    source, first, last, walked = _cmu_walk_in_place()
+    scene = bpy.context.scene
     target = scenes.metarig(bpy)
     report = retarget(scene, source, target, RetargetOptions(first, last, root="from_feet"))
     assert report.ok, report.text()
