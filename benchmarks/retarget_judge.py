@@ -138,18 +138,24 @@ def _world(arm):
 
 
 def hand_tips(arm, names):
-    """{"left fingers": [bones]}: the bones whose tails, averaged, give a hand's far end (its fingers but the thumb;
-    the hand's own tail when it has none)."""
+    """{"left fingers": [(bone, "head" or "tail")]}: the points whose mean gives a hand's far end: its knuckles (the
+    first joint of each finger but the thumb, where the palm ends: how far the fingers curl is not the hand's
+    direction), the hand's own tail when it has no fingers."""
     out = {}
     for s in SIDES:
         hn = names.get(f"{s} hand")
         if hn is None:
             continue
         b = arm.data.bones[hn]
-        kids = [c.name for c in b.children_recursive if "thumb" not in c.name.lower()
-                and (c.head_local - b.head_local).length > 1e-6 * max(b.length, 1e-6)]
-        # (the fingers' joints: heads; a leaf's tail is where an importer chose to end it)
-        out[f"{s} fingers"] = [(k, "head") for k in kids] or [(hn, "tail")]
+        near = 1e-6 * max(b.length, 1e-6)
+        knuckles, todo = [], [c for c in b.children if "thumb" not in c.name.lower()]
+        while todo:  # (a finger block starting at the hand's head, CMU's: its fingers' first joints past it)
+            c = todo.pop()
+            if (c.head_local - b.head_local).length > near:
+                knuckles.append(c.name)
+            else:
+                todo += [g for g in c.children if "thumb" not in g.name.lower()]
+        out[f"{s} fingers"] = [(k, "head") for k in knuckles] or [(hn, "tail")]
     return out
 
 
