@@ -155,7 +155,7 @@ INHERIT_SCALE = {"FULL", "ALIGNED", "AVERAGE", "FIX_SHEAR"}  # modes that pass a
 
 
 def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True, free_bones=(),
-               fixed_bones=()):
+               fixed_bones=(), hinges=None):
     """Armature object -> (solver tree, mapping). Links are the bones, in armature space.
 
     ``free_root``: parentless bones move freely (location and rotation solved); ``free_bones``: these bones too,
@@ -164,7 +164,8 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
 
     ``bones``: only these bones and their ancestors become links (the rest of the armature follows them in
     Blender and does not need solving); default: every bone. ``use_stretch``: bones with IK Stretch may
-    scale (Blender's IK constraint option "Stretch")."""
+    scale (Blender's IK constraint option "Stretch"). ``hinges``: {bone: {axis: (min, max)}}, IK limits for
+    bones that have no limits or locks of their own (a knee that folds one way: rig.knees)."""
     arm = check_armature(obj)
     all_bones = list(arm.bones)
     rest = _matrices(arm.bones, "matrix_local", len(all_bones))
@@ -194,6 +195,8 @@ def build_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_s
             follows.append(False)
             continue
         lock, limits, stiffness = bone_settings(pb, use_limit_rotation)
+        if hinges and bone.name in hinges and not limits and not any(lock):
+            limits = dict(hinges[bone.name])
         if bone.name in fixed_bones:
             lock = (True, True, True)
         locked.append(all(lock))  # fully locked: IK keeps the bone's current rotation (Blender's null segment)

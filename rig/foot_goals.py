@@ -108,7 +108,8 @@ class FootGoals:
                 {b.name for b in obj.data.bones[self.pelvis[0]].parent_recursive}
         limit_rotation = bool(obj.fullbody_ik.settings.use_limit_rotation)  # the armature's own IK setting
         self.tree, self.mapping = cached_tree(obj, free_root=not (controls or on_root), use_limit_rotation=limit_rotation,
-                                              bones=bones, use_stretch=False, free_bones=free, fixed_bones=fixed)
+                                              bones=bones, use_stretch=False, free_bones=free, fixed_bones=fixed,
+                                              hinges=plan_.knee_limits)
         P = len(self.points) + len(self.detached)
         self.columns = [(j, "error") for j in range(P)]
         self.labels = [f"{sampler.feet[sampler.specs[j][0]].side} {sampler.specs[j][1]}" for j, _ in self.points]

@@ -25,6 +25,7 @@ from .contacts import CONTACT_PREFIX, frames_to, moving, runs, write_contacts
 from .feet import find_feet
 from .foot_goals import FootGoals, driven_by_rig, rig_controls
 from .foot_report import FEET_REPORT_PROPERTY, FootReport, foot_metrics, side_views
+from .knees import knee_limits
 from .reading import one_job_each_call
 from .soles import plane_normal, sample_motion, sole_probes, untouched_feet
 from .swing import carried, pitched, smoothstep, swing_lift, swing_pitch, swing_to
@@ -86,6 +87,7 @@ class FootPlan:
     flat: np.ndarray = None  # (F, feet, 3, 3) with on_floor: the ankles' rest rotations (a level sole)
     untouched: list = field(default_factory=list)  # feet (sides) that carried the body with no contact detected
     floors: np.ndarray = None  # (F, feet) the floor under each foot in the source: where it stood in each stance
+    knee_limits: dict = field(default_factory=dict)  # {shin: {axis: (min, max)}}: its knee bends back no further
 
 
 def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
@@ -366,7 +368,8 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     untouched = untouched_feet(m, [k for k, f in enumerate(feet) if k in m.detected_feet or
                                    f.side in options.detected_contacts])
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, source,
-                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched, m.floors), \
+                    off, rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched, m.floors,
+                    knee_limits(m.knees, m.knee_bends)), \
         sampler, \
         pelvis_name
 

@@ -505,19 +505,19 @@ def stay_near(tree, weights, q_anim):
 
 
 def cached_tree(obj, free_root=False, use_limit_rotation=False, bones=None, use_stretch=True, free_bones=(),
-                fixed_bones=()):
+                fixed_bones=(), hinges=None):
     """build_tree, rebuilt only when the structure changed: rest pose, hierarchy, IK settings, the constraints
     of the tree's bones, the goal bones. The pose is not structure: ``read_pose`` sets each frame's input."""
     key = obj.as_pointer()
     subset = None if bones is None else frozenset(bones)
     fp = (_fingerprint(obj, free_root, use_limit_rotation, use_stretch), subset, frozenset(free_bones),
-          frozenset(fixed_bones))
+          frozenset(fixed_bones), repr(sorted((hinges or {}).items())))
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == fp and hit[3] == _constraints(obj, hit[2].bones):
         return hit[1], hit[2]
     tree, mapping = build_tree(obj, free_root=free_root, use_limit_rotation=use_limit_rotation, bones=bones,
                                use_stretch=use_stretch, free_bones=frozenset(free_bones),
-                               fixed_bones=frozenset(fixed_bones))
+                               fixed_bones=frozenset(fixed_bones), hinges=hinges)
     _CACHE[key] = (fp, tree, mapping, _constraints(obj, mapping.bones))
     BUILDS[0] += 1
     return tree, mapping

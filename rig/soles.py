@@ -11,6 +11,7 @@ from .armature import RigError, _matrices
 from .contacts import detect_sole_contacts, read_contacts, runs, shortest_contact
 from .evaluation import evaluating_only
 from .feet import up_vector
+from .knees import find_knee, posed_bend
 
 
 POINT_NAMES = ("heel", "ball", "ball_in", "ball_out", "toe")
@@ -91,6 +92,8 @@ class Motion:
     floors: np.ndarray = None  # (F, feet) the source ground's height under each foot (uneven ground: not one)
     stood: np.ndarray = None  # (feet,) a foot stood still while another swung (it carried the body)
     detected_feet: list = field(default_factory=list)  # feet whose contacts were detected (no channel keyed)
+    knees: list = field(default_factory=list)  # Knee or None per foot (rig.knees)
+    knee_bends: np.ndarray = None  # (F, feet) radians, NaN for a foot with no Knee
 
 
 def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
@@ -211,6 +214,8 @@ def sample_motion(scene, obj, feet, frames, step=1):
     pelvis = np.zeros((F, 3))
     ankles = np.zeros((F, len(feet), 3))
     pelvis_rotation = np.zeros((F, 3, 3))
+    knees = [find_knee(obj, foot) for foot in feet]
+    knee_bends = np.full((F, len(feet)), np.nan)
     with evaluating_only(scene, [obj]):  # (the armature alone is read, in one go)
         for i, f in enumerate(frames):
             scene.frame_set(f)
@@ -220,6 +225,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
             R = np.array(pb.matrix)[:3, :3]
             pelvis_rotation[i] = R / np.linalg.norm(R, axis=0, keepdims=True)
             ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
+            knee_bends[i] = [posed_bend(obj, knee) if knee else np.nan for knee in knees]
     fps = scene.render.fps / scene.render.fps_base / max(step, 1)
     travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
     channels = read_contacts(obj, sampler, frames)
@@ -244,7 +250,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
         slide = np.linalg.norm(np.gradient(pts[..., :2], axis=0), axis=-1) * fps
         treadmill = bool(np.median(slide[contacts]) > 0.2 * leg)
     return Motion(sampler, pts, rotations, pelvis_name, pelvis, ankles, pelvis_rotation, fps, floor, leg, travel,
-                  in_place, contacts, source, treadmill, floors, stood, detected_feet)
+                  in_place, contacts, source, treadmill, floors, stood, detected_feet, knees, knee_bends)
 
 
 def untouched_feet(motion, feet=None):

@@ -812,3 +812,35 @@ def test_on_a_treadmill_a_toe_skimming_the_floor_as_its_foot_swings_forward_is_n
     v[:, :, 1] = 0.0  # in place and standing still (an idle): no belt, nothing dropped
     v[10:, 1, 1] = -0.5
     assert _on_the_belt(contacts, v, leg, fps).all()
+
+
+def test_a_knee_held_straight_by_the_motion_does_not_fold_backward_to_reach_a_step():
+    """A motion whose knees are straight (many captures straighten them at each stance) planted with one foot on
+    a step: the solver, from a straight knee, may fold it either way and folded the left one backward (16
+    degrees). Each knee may now bend back no further than its motion's straightest, less 3 degrees, about the
+    hinge across its foot (rig.knees)."""
+    import math
+
+    from fullbody_ik.rig.knees import find_knee, posed_bend
+
+    scenes.fresh(bpy)
+    obj = scenes.metarig(bpy)
+    knees = [find_knee(obj, f) for f in find_feet(obj)]
+    assert [(k.shin, k.axis, k.sign) for k in knees] == [("shin.L", "x", 1.0), ("shin.R", "x", 1.0)]
+    for f in (1, 20):  # the knees keyed straight
+        for k in knees:
+            pb = obj.pose.bones[k.shin]
+            pb.rotation_mode = "XYZ"
+            pb.rotation_euler = (-k.rest, 0.0, 0.0)
+            pb.keyframe_insert("rotation_euler", frame=f)
+    terrain = scenes.terrain_mesh(bpy, "step", lambda x, y: np.where(x > 0.0, 0.06, 0.0) + 0.0 * y, size=(4, 4),
+                                  resolution=0.02)  # 6 cm up under the left foot
+    bpy.context.view_layer.update()
+    bpy.context.scene.frame_set(1)
+    assert all(abs(posed_bend(obj, k)) < 1e-4 for k in knees)
+    report = foot_placement(bpy.context.scene, obj, FootOptions(1, 20, [terrain.name]))
+    assert report.ok, report.text()
+    for f in (1, 10, 20):
+        bpy.context.scene.frame_set(f)
+        bends = [math.degrees(posed_bend(obj, k)) for k in knees]
+        assert min(bends) > -8.0, (f, bends)

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Knees that fold one way. A leg with no IK limits of its own may bend either way at a solve: where the motion
+holds it straight (many captures straighten the knee at each stance) and a goal pulls the foot, the solver can
+cross straight and fold it backward, and from there keep it so over the frames that follow. Each knee gets the
+limit its own motion implies: it bends back no further than the clip's own knee does (a few degrees of slack),
+about the hinge its rest pose shows (across the foot's heel-to-toe line), where that hinge is one of the shin's
+own swing axes (x or z, as Blender's IK limits are)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SLACK = np.radians(3.0)  # how much further back than the clip's straightest a knee may bend
+ALIGNED = 0.9  # the hinge within about 25 degrees of a swing axis of the shin
+
+
+@dataclass
+class Knee:
+    thigh: str
+    shin: str
+    ankle: str
+    across: np.ndarray  # the hinge, in the thigh's frame: a turn about it folds the shin back
+    axis: str  # "x" or "z": the shin's swing axis along the hinge
+    sign: float  # +1 when a turn about that axis folds the knee, -1 when it unfolds it
+    rest: float  # the knee's bend at rest, radians
+
+
+def _unit(v):
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def _rotation(matrix):
+    R = np.array(matrix)[:3, :3]
+    return R / np.linalg.norm(R, axis=0, keepdims=True)
+
+
+def bend(hip, knee, ankle, across):
+    """The knee's bend (radians): the turn from the thigh's direction to the shin's about ``across``; positive
+    folding the shin back behind a forward-facing leg."""
+    t, s = _unit(np.asarray(knee) - hip), _unit(np.asarray(ankle) - knee)
+    return float(np.arctan2(np.dot(np.cross(t, s), across), np.dot(t, s)))
+
+
+def find_knee(obj, foot):
+    """The Knee of ``foot``'s leg in ``obj`` (armature), or None: no thigh above its shin, a hinge no swing
+    axis of the shin is near, a foot with no length (heel to toe) to tell forward from."""
+    bones = obj.data.bones
+    ankle = bones[foot.ankle]
+    shin = bones.get(foot.shin) if foot.shin else ankle.parent
+    if shin is None or shin.parent is None:
+        return None
+    thigh = shin.parent
+    rest = {p.name: np.asarray(p.rest, dtype=float) for p in foot.points}
+    if "heel" not in rest or "toe" not in rest:
+        return None
+    W = _rotation(obj.matrix_world)
+    forward = W @ (rest["toe"] - rest["heel"])
+    forward[2] = 0.0
+    if np.linalg.norm(forward) < 1e-9:
+        return None
+    across = _unit(W.T @ np.cross([0.0, 0.0, 1.0], _unit(forward)))  # (armature space)
+    local = _rotation(shin.matrix_local).T @ across
+    a = 0 if abs(local[0]) >= abs(local[2]) else 2
+    if abs(local[a]) < ALIGNED:
+        return None
+    heads = [np.array(b.head_local) for b in (thigh, shin, ankle)]
+    return Knee(thigh.name, shin.name, ankle.name, _rotation(thigh.matrix_local).T @ across, "xz"[a // 2],
+                float(np.sign(local[a])), bend(*heads, across))
+
+
+def posed_bend(obj, knee):
+    """The knee's bend as ``obj`` is posed now (the hinge carried by the thigh)."""
+    pb = obj.pose.bones
+    thigh = pb[knee.thigh]
+    return bend(np.array(thigh.head), np.array(pb[knee.shin].head), np.array(pb[knee.ankle].head),
+                _rotation(thigh.matrix) @ knee.across)
+
+
+def knee_limits(knees, bends):
+    """{shin: {axis: (min, max)}}: the IK limit of each knee (``knees``: Knee or None per foot; ``bends`` (F,
+    feet) the motion's bends) that keeps it from bending back further than the motion's straightest, or than
+    straight, less SLACK; a turn of the shin's swing about the hinge changes the bend by as much."""
+    out = {}
+    for k, knee in enumerate(knees):
+        if knee is None or not np.isfinite(bends[:, k]).any():
+            continue
+        least = min(0.0, float(np.nanmin(bends[:, k]))) - SLACK - knee.rest  # as a turn from rest
+        least = max(least, -np.pi)
+        out[knee.shin] = {knee.axis: (least, np.pi) if knee.sign > 0 else (-np.pi, -least)}
+    return out
