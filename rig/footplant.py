@@ -164,6 +164,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         turns = {}
         on_ankle = np.array([sampler.specs[j][2] in (feet[k].ankle, *(stiff & {feet[k].ball})) for j in cols])
         is_tip = np.array([sampler.specs[j][1] == "toe" for j in cols])
+        bends = feet[k].ball not in stiff and not on_ankle.all()  # a toe that bends (a bone of its own)
         foot_length = float(np.median(np.linalg.norm(pts[:, cols[-1]] - pts[:, cols[0]], axis=-1)))  # heel to toe
         prepared = {}
         for t in np.flatnonzero(touching.any(axis=1)):
@@ -254,6 +255,10 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                     turned = pivot + (turned - pivot) @ Rp.T
                     R = Rp @ R
                 turned[:, 2] += float(np.max(np.concatenate([[0.0], h_all[lifted] - turned[lifted][:, 2], rest_on()])))
+            if options.on_floor and not bends and c[is_tip].all() and not (c & ~is_tip).any():
+                ankle = carried(pts[t, cols][None][:, on_ankle], turned[None][:, on_ankle], m.ankles[t, k][None])[0]
+                turned, R = _on_its_tip(turned, R, is_tip, h_all, ok_all, m.ankles[t, k, 2] + swing_offset[t, cols[0]],
+                                        ankle)
             targets[t, cols] = turned
             turns[t] = R
         # Blend the swing into and out of each contact: the same rigid motion, a fraction of the contact's turn
@@ -531,25 +536,54 @@ def _check_numbers(feet, feet_cols, pts, targets):
                                "(--feet ANKLE:BALL,ANKLE:BALL)")
 
 
+def _on_its_tip(points, R, is_tip, ground, ok, ankle_z, ankle):
+    """A foot whose toes cannot bend, standing on its toe tip alone (``points`` (P, 3) placed with the tip on the
+    ``ground`` under it, ``R`` its turn so far): turned about the tip, down toward level, until its ankle (at
+    ``ankle``) is no higher than ``ankle_z`` (where the source's ankle is over the ground). Lifted whole to its tip,
+    the ankle stood higher than the source's by as far as the copied tip had gone under the ground (a source's
+    toe bends there): a stiff foot rolling onto its tip raised its ankle twice the source's. Never turned past
+    level, nor any point taken under the ground. Returns (points, R)."""
+    tip = points[is_tip].mean(axis=0)
+    arm = ankle - tip
+    along = points[-1] - points[0]  # heel to toe
+    along[2] = 0.0
+    if ankle[2] <= ankle_z or np.linalg.norm(along) < 1e-12:
+        return points, R
+    axis = np.cross(along / np.linalg.norm(along), np.array([0.0, 0.0, 1.0]))  # a turn about it lowers the heel
+    pitch = np.arctan2(points[0, 2] - tip[2], np.linalg.norm((points[0] - tip)[:2]))  # heel over the tip
+    best = 0.0
+    for a in np.linspace(0.0, max(float(pitch), 0.0), 41)[1:]:
+        Ra = exp_so3(a * axis)
+        moved = tip + (points - tip) @ Ra.T
+        if np.any(ok & ~is_tip & (moved[:, 2] < ground)) or tip[2] + (Ra @ arm)[2] < ankle_z:
+            break
+        best = a
+    Ra = exp_so3(best * axis)
+    return tip + (points - tip) @ Ra.T, Ra @ R
+
+
 def _rolled_onto_toes(contacts, pts, sampler, feet, stiff):
-    """``contacts`` (F, P) without the ball's (and its sides') where a foot whose toes cannot bend (no toe bone,
-    or one nothing turns) is pitched onto its toe tip (``pts`` (F, P, 3): the ball over the toe tip by more than
-    15 degrees' worth of the distance between them): a source's toes bend, so its ball stays down as the heel
-    rises; this foot's ball cannot touch then (held down, the foot was slapped flat about it, the heel dropping
-    a twentieth of the character's height in a frame, and lifted back after)."""
+    """``contacts`` (F, P) for a foot whose toes cannot bend (no toe bone, or one nothing turns) as it rolls onto
+    its toe tip (``pts`` (F, P, 3)): a source's toes bend, so its ball stays down as the heel rises; this foot's
+    ball cannot touch once it is pitched toe down (its tip is the lowest point). Its heel off the ground and the
+    ball over the tip, the ball's contacts (and its sides') are the tip's: the foot turns on its tip as the
+    source's heel rises; pitched more than 15 degrees, the ball touches in no case. Held on its ball, the foot was
+    turned flat about it to keep its tip over the ground, the heel dropping a twentieth of the character's height
+    in a frame and rising back after."""
     out = contacts.copy()
     for k, cols in enumerate(sampler.cols):
         names = [sampler.specs[j][1] for j in cols]
-        if "toe" not in names or "ball" not in names:
+        if not {"heel", "ball", "toe"} <= set(names):
             continue
-        toe, ball = cols[names.index("toe")], cols[names.index("ball")]
+        heel, toe, ball = (cols[names.index(n)] for n in ("heel", "toe", "ball"))
         if sampler.specs[toe][2] != feet[k].ankle and feet[k].ball not in stiff:
             continue  # (its toe bends: the ball stays down)
+        balls = [j for j, name in zip(cols, names) if name in ("ball", "ball_in", "ball_out")]
         rise = pts[:, ball, 2] - pts[:, toe, 2]
-        pitched = rise > np.sin(np.radians(15.0)) * np.linalg.norm(pts[:, ball] - pts[:, toe], axis=1)
-        for j, name in zip(cols, names):
-            if name in ("ball", "ball_in", "ball_out"):
-                out[pitched, j] = False
+        reach = np.linalg.norm(pts[:, ball] - pts[:, toe], axis=1)
+        onto_tip = (rise > 0.0) & ~contacts[:, heel] & contacts[:, balls].any(axis=1)
+        out[onto_tip, toe] = True
+        out[np.ix_(onto_tip | (rise > np.sin(np.radians(15.0)) * reach), balls)] = False
     return out
 
 

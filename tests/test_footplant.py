@@ -844,3 +844,55 @@ def test_a_knee_held_straight_by_the_motion_does_not_fold_backward_to_reach_a_st
         bpy.context.scene.frame_set(f)
         bends = [math.degrees(posed_bend(obj, k)) for k in knees]
         assert min(bends) > -8.0, (f, bends)
+
+
+def _stiff_foot_sampler():
+    """A SoleSampler-like stand-in for one foot with no toe bone: heel, ball and its sides, toe tip on 'foot'."""
+    from types import SimpleNamespace
+
+    specs = [(0, n, "foot", None) for n in ("heel", "ball", "ball_in", "ball_out", "toe")]
+    foot = SimpleNamespace(ankle="foot", ball="", side="left")
+    return SimpleNamespace(specs=specs, cols=[[0, 1, 2, 3, 4]], feet=[foot]), [foot]
+
+
+def test_a_foot_whose_toes_cannot_bend_turns_on_its_tip_as_the_heel_rises():
+    """A source's toes bend, so its ball stays down as its heel rises: a foot with no toe bone cannot, its tip is
+    its lowest point. With the heel off the ground and the foot pitched toe down, its ball's contacts are its
+    tip's (held on its ball, it was turned flat about it: the heel dropped a twentieth of the character's height
+    in a frame as the contacts changed); a flat foot keeps them."""
+    from fullbody_ik.rig.footplant import _rolled_onto_toes
+
+    sampler, feet = _stiff_foot_sampler()
+    pts = np.zeros((3, 5, 3))
+    pts[:, :, 1] = [0.2, 0.05, 0.05, 0.05, 0.0]  # heel behind, toe tip in front (facing -Y)
+    pts[1, :, 2] = [0.04, 0.004, 0.004, 0.004, 0.0]  # pitched 5 degrees, toe down
+    pts[2, :, 2] = [0.0, 0.0, 0.0, 0.0, 0.0]  # flat
+    contacts = np.zeros((3, 5), dtype=bool)
+    contacts[:, 1:4] = True  # the source's ball on the ground, its heel up
+    out = _rolled_onto_toes(contacts, pts, sampler, feet, frozenset())
+    assert out[1].tolist() == [False, False, False, False, True]
+    assert out[2].tolist() == contacts[2].tolist() and out[0].tolist() == contacts[0].tolist()
+    contacts[1, 0] = True  # the heel down too: a flat stance, kept
+    assert _rolled_onto_toes(contacts, pts, sampler, feet, frozenset())[1].tolist() == contacts[1].tolist()
+
+
+def test_a_stiff_foot_on_its_tip_keeps_its_ankle_where_the_sources_is():
+    """Set on its tip by lifting it whole, a foot with no toe bone stood its ankle higher than the source's by as
+    far as the copied tip had gone under the ground; it is turned about its tip, toward level, until its ankle is
+    as high as the source's, never past level nor with a point under the ground."""
+    from fullbody_ik.rig.footplant import _on_its_tip
+
+    a = np.radians(40.0)  # heel over the tip, a foot 0.25 long: the ankle 0.06 over the heel's line
+    heel = np.array([0.0, 0.25 * np.cos(a), 0.25 * np.sin(a)])
+    points = np.array([heel, 0.3 * heel, 0.3 * heel, 0.3 * heel, np.zeros(3)])
+    ankle = heel * 0.8 + np.array([0.0, 0.0, 0.06])
+    is_tip = np.array([False, False, False, False, True])
+    ground, ok = np.zeros(5), np.ones(5, dtype=bool)
+    turned, R = _on_its_tip(points, np.eye(3), is_tip, ground, ok, 0.12, ankle)
+    moved_ankle = R @ ankle  # (the turn is about the tip, at the origin)
+    assert np.allclose(turned[4], 0.0) and abs(moved_ankle[2] - 0.12) < 0.01, moved_ankle
+    assert (turned[:, 2] > -1e-9).all() and np.allclose(turned, points @ R.T)
+    flat, _ = _on_its_tip(points, np.eye(3), is_tip, ground, ok, -1.0, ankle)  # the ankle asked under the ground
+    assert np.all(flat[:, 2] > -1e-9) and flat[0, 2] < 0.02  # turned down to level at most
+    same, _ = _on_its_tip(points, np.eye(3), is_tip, ground, ok, 1.0, ankle)  # lower already: left as it is
+    assert np.allclose(same, points)
