@@ -131,7 +131,7 @@ class _Skeleton:
 
     def joint_direction(self, role, bone):
         """A mapped bone's direction in the reference pose (world, unit) toward the next joint of its limb (the
-        thigh to the knee, the forearm to the wrist, a hand to its fingers' ends, a finger segment to the next),
+        thigh to the knee, the forearm to the wrist, a hand to its knuckles, a finger segment to the next),
         which the file holds (a hand with no fingers: its forearm's, _fingerless); None when nothing follows it (a
         head, a toe, a finger's last segment): the way the bone itself points to its tail may be an importer's
         guess."""
@@ -149,7 +149,7 @@ class _Skeleton:
             after = self.h.spine[self.h.spine.index(bone) + 1]
             d = P[self.index[after]] - P[i]
         elif part == "hand":  # toward its fingers (a hand bone may have no length, CMU's, or point anywhere)
-            fingers = self._finger_ends(bone)
+            fingers = self._knuckles(bone)
             d = np.mean([P[k] for k in fingers], axis=0) - P[i] if fingers else self._fingerless(i, side)
         else:
             after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
@@ -167,9 +167,11 @@ class _Skeleton:
         along = self.rest[i][:3, 3] - self.rest[self.index[fore]][:3, 3]
         return unit(np.array(self.obj.matrix_world)) @ unit(self.ref[i]) @ unit(self.rest[i]).T @ along
 
-    def _finger_ends(self, hand):
-        """Indices of the last joint (bone head) of each finger chain hanging from ``hand``, the thumb left out
-        (named so, or the chain starting nearest the wrist when there are three or more)."""
+    def _knuckles(self, hand):
+        """Indices of the first joint (bone head) past the wrist of each finger chain hanging from ``hand``, the
+        thumb left out (named so, or the chain starting nearest the wrist when there are three or more): where the
+        palm ends, whatever the fingers' curl and whatever hangs further on (a weapon slot under KayKit's hand
+        took its direction 19 degrees off its palm's)."""
         bone = self.obj.data.bones[hand]
         kept = lambda c: c.use_deform or not bone.use_deform  # noqa: E731 (a deform hand's fingers, not its controls)
         chains = [c for c in bone.children if kept(c) and (c.children or c.length > 0)]
@@ -177,12 +179,14 @@ class _Skeleton:
             wrist = np.array(bone.head_local)
             chains.remove(min(chains, key=lambda c: np.linalg.norm(np.array(c.head_local) - wrist)))
         chains = [c for c in chains if "thumb" not in c.name.lower()]
-        ends = []
-        for c in chains:
-            while [k for k in c.children if kept(k)]:
+        wrist = np.array(bone.head_local)
+        near = 1e-3 * max(bone.length, max((c.length for c in chains), default=0.0), 1e-9)
+        out = []
+        for c in chains:  # (a finger block starting at the wrist, CMU's: its fingers' first joints past it)
+            while np.linalg.norm(np.array(c.head_local) - wrist) <= near and [k for k in c.children if kept(k)]:
                 c = max((k for k in c.children if kept(k)), key=lambda k: len(k.children_recursive))
-            ends.append(self.index[c.name])
-        return ends
+            out.append(self.index[c.name])
+        return out
 
     def body_frames(self):
         """Rest frames of the pelvis (right: left to right thigh; up: to the chest), the chest (right: left to

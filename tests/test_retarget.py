@@ -184,13 +184,13 @@ def _contact_heights(source, target, first, last, with_heel=False):
 
 
 def _hand_direction(obj, h, side="left"):
-    """The direction from a hand's wrist to its knuckles (the fingers' last joints, thumb left out, on a hand
-    whose fingers are one block: CMU's) as Blender shows them now: where the palm points."""
+    """The direction from a hand's wrist to its knuckles (each finger's first joint past the wrist, thumb left out)
+    as Blender shows them now: where the palm points."""
     from fullbody_ik.rig.retarget import _Skeleton
 
     sk = _Skeleton(obj, h)
     name = h.bone(f"{side} hand")
-    ends = [np.array(obj.matrix_world @ obj.pose.bones[sk.names[k]].head) for k in sk._finger_ends(name)]
+    ends = [np.array(obj.matrix_world @ obj.pose.bones[sk.names[k]].head) for k in sk._knuckles(name)]
     d = np.mean(ends, axis=0) - np.array(obj.matrix_world @ obj.pose.bones[name].head)
     return d / np.linalg.norm(d)
 
@@ -1060,6 +1060,26 @@ def test_a_wrist_bent_in_a_cmu_clip_is_bent_on_the_character():
             bends.append(np.degrees(np.arccos(np.clip(a @ fore, -1, 1))))
     assert np.median(bends) > 15  # (the clip's wrists are bent: what is measured)
     assert np.max(angles) < 8, np.round(angles, 1)
+
+
+def test_a_hand_points_where_its_palm_ends_not_where_a_slot_under_it_hangs():
+    """KayKit's hand carries a weapon slot hanging below its palm, deeper in the chain than the palm's end: the
+    hand is aligned by its knuckles, so its wrist bends as the source's (it bent 19 degrees further on every
+    frame, taken to point at the slot)."""
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    target = _kaykit_or_skip()
+    retarget(bpy.context.scene, source, target, RetargetOptions(first, first + 40, ik=False))
+    T = target.pose.bones
+    at = lambda obj, bone: np.array(obj.matrix_world @ obj.pose.bones[bone].head)  # noqa: E731
+    off = []
+    for f in range(first, first + 41, 8):
+        bpy.context.scene.frame_set(f)
+        for s, x in (("Left", "l"), ("Right", "r")):
+            a = at(source, f"{s}HandIndex1") - at(source, f"{s}FingerBase")  # CMU's palm: finger base to knuckle
+            b = at(target, f"hand.{x}") - at(target, f"wrist.{x}")
+            off.append(np.degrees(np.arccos(np.clip(a @ b / np.linalg.norm(a) / np.linalg.norm(b), -1, 1))))
+    assert "handslot.l" in T and np.max(off) < 3, np.round(off, 1)
 
 
 def _hip_height(obj, h):
