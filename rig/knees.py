@@ -4,13 +4,16 @@ holds it straight (many captures straighten the knee at each stance) and a goal 
 cross straight and fold it backward, and from there keep it so over the frames that follow. Each knee gets the
 limit its own motion implies: it bends back no further than the clip's own knee does (a few degrees of slack),
 about the hinge its rest pose shows (across the foot's heel-to-toe line), where that hinge is one of the shin's
-own swing axes (x or z, as Blender's IK limits are)."""
+own swing axes (x or z, as Blender's IK limits are). A knee its motion never bends back is held folded forward by
+at least FOLD, so that a solve needing the leg shorter folds it forward."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
 SLACK = np.radians(3.0)  # how much further back than the clip's straightest a knee may bend
+FOLD = np.radians(1.5)  # the least bend of a knee whose motion never bends it back: folded forward a little, a
+# solve that needs the leg shorter folds it further (from straight, either way is as short: it stayed straight)
 ALIGNED = 0.9  # the hinge within about 25 degrees of a swing axis of the shin
 
 
@@ -78,13 +81,15 @@ def posed_bend(obj, knee):
 
 def knee_limits(knees, bends):
     """{shin: {axis: (min, max)}}: the IK limit of each knee (``knees``: Knee or None per foot; ``bends`` (F,
-    feet) the motion's bends) that keeps it from bending back further than the motion's straightest, or than
-    straight, less SLACK; a turn of the shin's swing about the hinge changes the bend by as much."""
+    feet) the motion's bends) that keeps it from bending back further than the motion's straightest less SLACK
+    where the motion bends it back, else from straightening past FOLD; a turn of the shin's swing about the hinge
+    changes the bend by as much."""
     out = {}
     for k, knee in enumerate(knees):
         if knee is None or not np.isfinite(bends[:, k]).any():
             continue
-        least = min(0.0, float(np.nanmin(bends[:, k]))) - SLACK - knee.rest  # as a turn from rest
+        straightest = float(np.nanmin(bends[:, k]))
+        least = (straightest - SLACK if straightest < 0.0 else FOLD) - knee.rest  # as a turn from rest
         least = max(least, -np.pi)
         out[knee.shin] = {knee.axis: (least, np.pi) if knee.sign > 0 else (-np.pi, -least)}
     return out

@@ -817,8 +817,8 @@ def test_on_a_treadmill_a_toe_skimming_the_floor_as_its_foot_swings_forward_is_n
 def test_a_knee_held_straight_by_the_motion_does_not_fold_backward_to_reach_a_step():
     """A motion whose knees are straight (many captures straighten them at each stance) planted with one foot on
     a step: the solver, from a straight knee, may fold it either way and folded the left one backward (16
-    degrees). Each knee may now bend back no further than its motion's straightest, less 3 degrees, about the
-    hinge across its foot (rig.knees)."""
+    degrees); held at straight, it reached the step with the hip and a straight knee. A knee its motion never
+    bends back is held folded forward a little (rig.knees), so the left one folds forward onto the step."""
     import math
 
     from fullbody_ik.rig.knees import find_knee, posed_bend
@@ -843,7 +843,7 @@ def test_a_knee_held_straight_by_the_motion_does_not_fold_backward_to_reach_a_st
     for f in (1, 10, 20):
         bpy.context.scene.frame_set(f)
         bends = [math.degrees(posed_bend(obj, k)) for k in knees]
-        assert min(bends) > -8.0, (f, bends)
+        assert min(bends) > -0.5 and bends[0] > 15.0, (f, bends)
 
 
 def _stiff_foot_sampler():
