@@ -3,7 +3,7 @@
 holds it straight (many captures straighten the knee at each stance) and a goal pulls the foot, the solver can
 cross straight and fold it backward, and from there keep it so over the frames that follow. Each knee gets the
 limit its own motion implies: it bends back no further than the clip's own knee does (a few degrees of slack),
-about the hinge its rest pose shows (across the foot's heel-to-toe line), where that hinge is one of the shin's
+about the hinge its rest pose shows (across the hips, right to left), where that hinge is one of the shin's
 own swing axes (x or z, as Blender's IK limits are). A knee its motion never bends back is held folded forward by
 at least FOLD, so that a solve needing the leg shorter folds it forward."""
 
@@ -44,24 +44,49 @@ def bend(hip, knee, ankle, across):
     return float(np.arctan2(np.dot(np.cross(t, s), across), np.dot(t, s)))
 
 
-def find_knee(obj, foot):
-    """The Knee of ``foot``'s leg in ``obj`` (armature), or None: no thigh above its shin, a hinge no swing
-    axis of the shin is near, a foot with no length (heel to toe) to tell forward from."""
+def _legs(obj, foot):
+    """(thigh, shin, ankle) bones of ``foot``'s leg, or None when its shin hangs from nothing."""
     bones = obj.data.bones
     ankle = bones[foot.ankle]
     shin = bones.get(foot.shin) if foot.shin else ankle.parent
     if shin is None or shin.parent is None:
         return None
-    thigh = shin.parent
-    rest = {p.name: np.asarray(p.rest, dtype=float) for p in foot.points}
-    if "heel" not in rest or "toe" not in rest:
+    return shin.parent, shin, ankle
+
+
+def _across(obj, feet):
+    """The hinge of a forward-facing knee (armature space, unit): from the right thigh's head to the left's (the
+    character's own left, as its legs are named), else across the first foot's heel-to-toe line; None when neither
+    tells (a foot's sole points need not: an importer's guessed tails turned Babylon's toes backward)."""
+    heads = {}
+    for foot in feet:
+        legs = _legs(obj, foot)
+        if legs:
+            heads[foot.side] = np.array(legs[0].head_local)
+    if {"left", "right"} <= set(heads) and np.linalg.norm(heads["left"] - heads["right"]) > 1e-9:
+        return _unit(heads["left"] - heads["right"])
+    for foot in feet:
+        rest = {p.name: np.asarray(p.rest, dtype=float) for p in foot.points}
+        if "heel" in rest and "toe" in rest:
+            W = _rotation(obj.matrix_world)
+            forward = W @ (rest["toe"] - rest["heel"])
+            forward[2] = 0.0
+            if np.linalg.norm(forward) > 1e-9:
+                return _unit(W.T @ np.cross([0.0, 0.0, 1.0], _unit(forward)))
+    return None
+
+
+def find_knees(obj, feet):
+    """[Knee or None] for each of ``feet``'s legs in ``obj`` (armature): None for a leg with no thigh above its
+    shin, or whose hinge no swing axis of the shin is near, or when nothing tells which way the character faces."""
+    across = _across(obj, feet)
+    return [_knee(obj, _legs(obj, foot), across) if across is not None else None for foot in feet]
+
+
+def _knee(obj, legs, across):
+    if legs is None:
         return None
-    W = _rotation(obj.matrix_world)
-    forward = W @ (rest["toe"] - rest["heel"])
-    forward[2] = 0.0
-    if np.linalg.norm(forward) < 1e-9:
-        return None
-    across = _unit(W.T @ np.cross([0.0, 0.0, 1.0], _unit(forward)))  # (armature space)
+    thigh, shin, ankle = legs
     local = _rotation(shin.matrix_local).T @ across
     a = 0 if abs(local[0]) >= abs(local[2]) else 2
     if abs(local[a]) < ALIGNED:

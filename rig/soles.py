@@ -11,7 +11,7 @@ from .armature import RigError, _matrices
 from .contacts import detect_sole_contacts, read_contacts, runs, shortest_contact
 from .evaluation import evaluating_only
 from .feet import up_vector
-from .knees import find_knee, posed_bend
+from .knees import find_knees, posed_bend
 
 
 POINT_NAMES = ("heel", "ball", "ball_in", "ball_out", "toe")
@@ -214,7 +214,7 @@ def sample_motion(scene, obj, feet, frames, step=1):
     pelvis = np.zeros((F, 3))
     ankles = np.zeros((F, len(feet), 3))
     pelvis_rotation = np.zeros((F, 3, 3))
-    knees = [find_knee(obj, foot) for foot in feet]
+    knees = find_knees(obj, feet)
     knee_bends = np.full((F, len(feet)), np.nan)
     with evaluating_only(scene, [obj]):  # (the armature alone is read, in one go)
         for i, f in enumerate(frames):

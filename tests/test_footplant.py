@@ -821,11 +821,11 @@ def test_a_knee_held_straight_by_the_motion_does_not_fold_backward_to_reach_a_st
     bends back is held folded forward a little (rig.knees), so the left one folds forward onto the step."""
     import math
 
-    from fullbody_ik.rig.knees import find_knee, posed_bend
+    from fullbody_ik.rig.knees import find_knees, posed_bend
 
     scenes.fresh(bpy)
     obj = scenes.metarig(bpy)
-    knees = [find_knee(obj, f) for f in find_feet(obj)]
+    knees = find_knees(obj, find_feet(obj))
     assert [(k.shin, k.axis, k.sign) for k in knees] == [("shin.L", "x", 1.0), ("shin.R", "x", 1.0)]
     for f in (1, 20):  # the knees keyed straight
         for k in knees:
@@ -896,3 +896,21 @@ def test_a_stiff_foot_on_its_tip_keeps_its_ankle_where_the_sources_is():
     assert np.all(flat[:, 2] > -1e-9) and flat[0, 2] < 0.02  # turned down to level at most
     same, _ = _on_its_tip(points, np.eye(3), is_tip, ground, ok, 1.0, ankle)  # lower already: left as it is
     assert np.allclose(same, points)
+
+
+def test_a_knees_hinge_is_read_across_the_hips_not_from_sole_points_an_importer_guessed():
+    """Which way a knee folds is read across the hips (right thigh to left), as the legs are named: a foot's sole
+    points come from bone tails an importer may have guessed (Babylon's dummy's toes pointed backward), and read
+    from them every knee of the clip was bent backward, so no limit held it."""
+    from fullbody_ik.rig.knees import find_knees
+
+    scenes.fresh(bpy)
+    obj = scenes.metarig(bpy)
+    feet = find_feet(obj)
+    ahead = [(k.axis, k.sign, round(np.degrees(k.rest), 1)) for k in find_knees(obj, feet)]
+    for foot in feet:  # the sole turned back to front, heel for toe
+        at = {p.name: p.rest.copy() for p in foot.points}
+        for p in foot.points:
+            p.rest = at["toe"] if p.name == "heel" else at["heel"] if p.name == "toe" else p.rest
+    assert [(k.axis, k.sign, round(np.degrees(k.rest), 1)) for k in find_knees(obj, feet)] == ahead
+    assert all(sign > 0 and rest > 0 for _, sign, rest in ahead), ahead  # (the metarig's knees fold a little)
