@@ -36,17 +36,10 @@ def shortest_contact(fps):
 
 def frames_to(mask):
     """(F,) how many frames each frame is from the nearest True of ``mask`` (F,) bool (0 on it; inf if none)."""
-    F = len(mask)
-    out = np.full(F, np.inf)
-    last = -np.inf
-    for t in range(F):  # the nearest before, then the nearest after
-        last = t if mask[t] else last
-        out[t] = t - last
-    last = np.inf
-    for t in range(F - 1, -1, -1):
-        last = t if mask[t] else last
-        out[t] = min(out[t], last - t)
-    return out
+    t = np.arange(len(mask), dtype=float)
+    before = np.maximum.accumulate(np.where(mask, t, -np.inf))  # the nearest at or before each frame
+    after = np.minimum.accumulate(np.where(mask, t, np.inf)[::-1])[::-1]  # ... at or after
+    return np.minimum(t - before, after - t)
 
 
 def rise_over_stances(z, touching):

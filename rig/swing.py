@@ -37,7 +37,7 @@ def carried(a, b, p):
 PITCH_MAX = np.radians(60.0)  # the most a swinging foot is turned up at its ankle to clear the terrain
 
 
-def _pitch_axis(points):
+def pitch_axis(points):
     """The horizontal axis across a foot (points (P, 3), heel first, toe tip last) about which a positive turn
     raises its toes."""
     forward = points[-1] - points[0]
@@ -50,7 +50,7 @@ def _pitch_axis(points):
 
 def pitched(points, pivot, angle):
     """Points (P, 3) of a foot turned toes-up by ``angle`` about ``pivot`` (its ankle)."""
-    axis = _pitch_axis(points)
+    axis = pitch_axis(points)
     if axis is None:
         return points
     return pivot + (points - pivot) @ exp_so3(angle * axis).T
@@ -73,7 +73,7 @@ def swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
     out = np.zeros(len(air))
     before = swing_lift(probes[..., 2], terrain, lowest, P)
     for i in np.flatnonzero(before > 0.0):
-        axis = _pitch_axis(points[i])
+        axis = pitch_axis(points[i])
         if axis is None:
             continue
         z = np.array([(ankles[i] + (probes[i] - ankles[i]) @ exp_so3(a * axis).T)[:, 2] for a in grid])

@@ -860,7 +860,7 @@ def test_a_foot_whose_toes_cannot_bend_turns_on_its_tip_as_the_heel_rises():
     its lowest point. With the heel off the ground and the foot pitched toe down, its ball's contacts are its
     tip's (held on its ball, it was turned flat about it: the heel dropped a twentieth of the character's height
     in a frame as the contacts changed); a flat foot keeps them."""
-    from fullbody_ik.rig.footplant import _rolled_onto_toes
+    from fullbody_ik.rig.toes import rolled_onto_toes
 
     sampler, feet = _stiff_foot_sampler()
     pts = np.zeros((3, 5, 3))
@@ -869,18 +869,18 @@ def test_a_foot_whose_toes_cannot_bend_turns_on_its_tip_as_the_heel_rises():
     pts[2, :, 2] = [0.0, 0.0, 0.0, 0.0, 0.0]  # flat
     contacts = np.zeros((3, 5), dtype=bool)
     contacts[:, 1:4] = True  # the source's ball on the ground, its heel up
-    out = _rolled_onto_toes(contacts, pts, sampler, feet, frozenset())
+    out = rolled_onto_toes(contacts, pts, sampler, feet, frozenset())
     assert out[1].tolist() == [False, False, False, False, True]
     assert out[2].tolist() == contacts[2].tolist() and out[0].tolist() == contacts[0].tolist()
     contacts[1, 0] = True  # the heel down too: a flat stance, kept
-    assert _rolled_onto_toes(contacts, pts, sampler, feet, frozenset())[1].tolist() == contacts[1].tolist()
+    assert rolled_onto_toes(contacts, pts, sampler, feet, frozenset())[1].tolist() == contacts[1].tolist()
 
 
 def test_a_stiff_foot_on_its_tip_keeps_its_ankle_where_the_sources_is():
     """Set on its tip by lifting it whole, a foot with no toe bone stood its ankle higher than the source's by as
     far as the copied tip had gone under the ground; it is turned about its tip, toward level, until its ankle is
     as high as the source's, never past level nor with a point under the ground."""
-    from fullbody_ik.rig.footplant import _on_its_tip
+    from fullbody_ik.rig.toes import on_its_tip
 
     a = np.radians(40.0)  # heel over the tip, a foot 0.25 long: the ankle 0.06 over the heel's line
     heel = np.array([0.0, 0.25 * np.cos(a), 0.25 * np.sin(a)])
@@ -888,13 +888,13 @@ def test_a_stiff_foot_on_its_tip_keeps_its_ankle_where_the_sources_is():
     ankle = heel * 0.8 + np.array([0.0, 0.0, 0.06])
     is_tip = np.array([False, False, False, False, True])
     ground, ok = np.zeros(5), np.ones(5, dtype=bool)
-    turned, R = _on_its_tip(points, np.eye(3), is_tip, ground, ok, 0.12, ankle)
+    turned, R = on_its_tip(points, np.eye(3), is_tip, ground, ok, 0.12, ankle)
     moved_ankle = R @ ankle  # (the turn is about the tip, at the origin)
     assert np.allclose(turned[4], 0.0) and abs(moved_ankle[2] - 0.12) < 0.01, moved_ankle
     assert (turned[:, 2] > -1e-9).all() and np.allclose(turned, points @ R.T)
-    flat, _ = _on_its_tip(points, np.eye(3), is_tip, ground, ok, -1.0, ankle)  # the ankle asked under the ground
+    flat, _ = on_its_tip(points, np.eye(3), is_tip, ground, ok, -1.0, ankle)  # the ankle asked under the ground
     assert np.all(flat[:, 2] > -1e-9) and flat[0, 2] < 0.02  # turned down to level at most
-    same, _ = _on_its_tip(points, np.eye(3), is_tip, ground, ok, 1.0, ankle)  # lower already: left as it is
+    same, _ = on_its_tip(points, np.eye(3), is_tip, ground, ok, 1.0, ankle)  # lower already: left as it is
     assert np.allclose(same, points)
 
 
