@@ -34,6 +34,10 @@ height over its soles in rest / the source's hip height over its robust floor at
   in the result and in the source;
 - time per frame from the report's seconds.
 
+The aims' lengths (ankle spread 10 mm, clearance 3 mm) are a human's: they scale with the result's leg over a
+human's hip height (900 mm), so a character imported 10 times a human's size is held to 30 mm, a chibi half
+one's to 1.5 mm.
+
     python -m fullbody_ik.benchmarks.retarget_judge --source X.bvh --result Y.blend --report R.json [--json]
 """
 
@@ -47,6 +51,7 @@ import numpy as np
 
 AIMS = {"limb_mean_deg": 10.0, "limb_p95_deg": 25.0, "ankle_spread_mm": 10.0, "swing_ratio": (0.8, 1.25),
         "clearance_p95_mm": 3.0, "ankle_step_ratio": 1.5}
+HUMAN_LEG_MM = 900.0  # the aims' lengths are a human's: they scale with the character's leg over a human's hip height
 CONTACT_HEIGHT = float(os.environ.get("JUDGE_CONTACT_HEIGHT", 0.035))  # of the leg: a flat foot's ankle and toe
 CONTACT_SPEED = float(os.environ.get("JUDGE_CONTACT_SPEED", 0.35))  # legs a second: ... and their speed
 LIMBS = ("left thigh", "right thigh", "left shin", "right shin", "left upper_arm", "right upper_arm",
@@ -1366,10 +1371,13 @@ def _aims(out):
                 miss.append(f"{l} mean {st['mean']:.1f} deg > {AIMS['limb_mean_deg']:.0f}")
             if st["p95"] > AIMS["limb_p95_deg"]:
                 miss.append(f"{l} p95 {st['p95']:.1f} deg > {AIMS['limb_p95_deg']:.0f}")
+    size = out["leg_mm"]["result"] / HUMAN_LEG_MM
+    out["aims_mm_scale"] = size
+    spread_mm, clearance_mm = AIMS["ankle_spread_mm"] * size, AIMS["clearance_p95_mm"] * size
     for s, f in out["feet"].items():
         sp = f["ankle_spread_mm"]
-        if sp and sp["max"] > AIMS["ankle_spread_mm"]:
-            miss.append(f"{s} ankle spread on a contact up to {sp['max']:.1f} mm > {AIMS['ankle_spread_mm']:.0f}")
+        if sp and sp["max"] > spread_mm:
+            miss.append(f"{s} ankle spread on a contact up to {sp['max']:.1f} mm > {spread_mm:.1f}")
         sk, sks = f["skate_mm_per_frame"], f["skate_source_scaled_mm_per_frame"]
         if sk and sks and sk["mean"] > sks["mean"]:
             miss.append(f"{s} skate {sk['mean']:.2f} mm/frame > the source's scaled {sks['mean']:.2f}")
@@ -1382,8 +1390,8 @@ def _aims(out):
             miss.append(f"{s} ankle moves {j['max']:.1f} mm in a frame (frame {j['frame']}) > "
                         f"{AIMS['ankle_step_ratio']}x the source's fastest {j['source_scaled_max']:.1f}")
         c = f["clearance_diff_mm"]["p95_abs"]
-        if c is not None and c > AIMS["clearance_p95_mm"]:
-            miss.append(f"{s} clearance vs source p95 {c:.1f} mm > {AIMS['clearance_p95_mm']:.0f} "
+        if c is not None and c > clearance_mm:
+            miss.append(f"{s} clearance vs source p95 {c:.1f} mm > {clearance_mm:.1f} "
                         f"(mean {f['clearance_diff_mm']['mean']:+.1f})")
         if not f["contact_frames"]:
             miss.append(f"{s} foot: no flat contact found in the source")
