@@ -34,6 +34,9 @@ height over its soles in rest / the source's hip height over its robust floor at
   in the result and in the source;
 - time per frame from the report's seconds.
 
+A result whose rest pose lies down (a glTF whose root's pose stands it up) is measured on its rest stood up about
+the armature's origin (stood_up): its floor, its leg length, the pairing's rest checks.
+
 The aims' lengths (ankle spread 10 mm, clearance 3 mm) are a human's: they scale with the result's leg over a
 human's hip height (900 mm), so a character imported 10 times a human's size is held to 30 mm, a chibi half
 one's to 1.5 mm.
@@ -386,8 +389,47 @@ def _weighted_to(arm, meshes, bones):
     return parts
 
 
-def _rest_lowest(bpy, arm, meshes):
-    """The lowest world height of the character's skin in its rest pose (its bones' if it has no skin)."""
+class _Turn:
+    """A rotation R about a point (world)."""
+
+    def __init__(self, R, origin):
+        self.R, self.origin = R, origin
+
+    def __call__(self, p):
+        return self.origin + (np.asarray(p) - self.origin) @ self.R.T
+
+
+def stood_up(pts, W):
+    """None for a rest pose that stands (upright); else the least turn about the armature's origin (``W`` its
+    world matrix) that stands it: its legs' rise, ankles to hips, onto the world's up; the rise taken along the
+    armature's axis it is within 10 degrees of (a rest lies along an axis; legs lean a little)."""
+    if upright(pts):
+        return None
+    rise = [pts[f"{s} hip"] - pts[f"{s} ankle"] for s in SIDES if f"{s} hip" in pts and f"{s} ankle" in pts]
+    if not rise:
+        return None
+    u = np.mean([r / np.linalg.norm(r) for r in rise], axis=0)
+    R = W[:3, :3] / np.linalg.norm(W[:3, :3], axis=0)
+    a = R.T @ (u / np.linalg.norm(u))  # (armature space)
+    k = int(np.argmax(np.abs(a)))
+    if abs(a[k]) > np.cos(np.radians(10.0)):
+        a = np.sign(a[k]) * np.eye(3)[k]
+    u = R @ a
+    u /= np.linalg.norm(u)
+    z = np.array([0.0, 0.0, 1.0])
+    axis = np.cross(u, z)
+    s_, c = float(np.linalg.norm(axis)), float(u @ z)
+    if s_ < 1e-9:
+        return None
+    k = axis / s_
+    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return _Turn(np.eye(3) + s_ * K + (1.0 - c) * K @ K, W[:3, 3].copy())
+
+
+def _rest_lowest(bpy, arm, meshes, turn=None):
+    """The lowest world height of the character's skin in its rest pose (its bones' if it has no skin), that
+    pose stood up by ``turn`` (stood_up) if given."""
+    turn = turn or (lambda p: p)
     old = arm.data.pose_position
     arm.data.pose_position = "REST"
     try:
@@ -397,11 +439,11 @@ def _rest_lowest(bpy, arm, meshes):
         for ob in meshes:
             co = _evaluated_coords(ob, dg)
             if co is not None and len(co):
-                z = float(co[:, 2].min())
+                z = float(turn(co)[:, 2].min())
                 low = z if low is None else min(low, z)
         if low is None:
             W = _world(arm)
-            zs = [(W @ np.append(np.array(getattr(b, e)), 1.0))[2] for b in arm.data.bones
+            zs = [turn((W @ np.append(np.array(getattr(b, e)), 1.0))[:3])[2] for b in arm.data.bones
                   for e in ("head_local", "tail_local")]
             low = float(min(zs))
         return low
@@ -510,9 +552,13 @@ def load_result(bpy, result_blend, report, terrain=None):
                 terrain_objs.append(bpy.data.objects[t])
             elif t:
                 raise RuntimeError(f"no terrain object {t!r} in the result")
-    floor = _rest_lowest(bpy, arm, meshes)
-    ground = Ground(bpy, terrain_objs, floor)
     rest_pts, rest_rot = rest_points(arm, names)
+    turn = stood_up(rest_pts, _world(arm))
+    if turn is not None:  # a rest lying down (its root's pose stands it up): its rest stood up about the origin
+        rest_pts = {k: turn(v) for k, v in rest_pts.items()}
+        rest_rot = {k: turn.R @ v for k, v in rest_rot.items()}
+    floor = _rest_lowest(bpy, arm, meshes, turn)
+    ground = Ground(bpy, terrain_objs, floor)
     fv = foot_vertex_sets(arm, meshes, names)
     data = sample_rig(bpy, arm, names, frames, meshes, fv, hand_tips(arm, names))
     carry_hand_direction(data, rest_pts, rest_rot, directionless_hands(arm, names))

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..solvers.rotations import exp_so3
 from .armature import RigError
 from .reading import remembered
 from .skin import skin_points
-from .structure import StructureError, find_legs
+from .structure import StructureError, find_legs, find_structure
 from .structure import side_of as _side
 
 FOOT_WORDS = ("foot", "ankle")
@@ -88,11 +89,66 @@ def _ball_of(bone):
     return min(kids, key=lambda c: _rank(c.name)) if kids else None
 
 
+LYING = np.cos(np.radians(45.0))  # a rest pose whose legs rise less than this along the world's up lies down
+
+
 def up_vector(obj):
-    """The world's up (+Z) in the armature's space (BVH and FBX imports often turn the armature object)."""
+    """The skeleton's up in the armature's space: the world's (+Z; BVH and FBX imports often turn the armature
+    object), or where the rest pose lies down (a glTF whose rest lies along -Y and whose root's pose stands it up:
+    Khronos' BrainStem), the way its legs rise, hips over ankles."""
+    return remembered(("up", obj.as_pointer()), lambda: _up_vector(obj))
+
+
+def _up_vector(obj):
     R = np.array(obj.matrix_world)[:3, :3]
     up = np.linalg.solve(R, np.array([0.0, 0.0, 1.0]))
-    return up / np.linalg.norm(up)
+    up /= np.linalg.norm(up)
+    heads = np.array([b.head_local for b in obj.data.bones]).reshape(-1, 3)
+    if np.ptp(heads @ up) >= 0.5 * np.ptp(heads, axis=0).max():  # as tall as it is wide or long: it stands
+        return up
+    try:  # the whole body's structure (its rest's, else its pose's), which a lying rest cannot fool as legs alone
+        roles, _, _ = find_structure(obj)
+    except StructureError:
+        return up
+    bones = obj.data.bones
+    ankle = lambda s: np.array(bones[roles[f"{s} foot"]].head_local) if f"{s} foot" in roles else \
+        np.array(bones[roles[f"{s} shin"]].tail_local)  # noqa: E731 (a tail is a guess: the foot's head first)
+    rise = [np.array(bones[roles[f"{s} thigh"]].head_local) - ankle(s)
+            for s in ("left", "right") if f"{s} thigh" in roles and f"{s} shin" in roles]
+    if not rise:
+        return up
+    legs_up = np.mean([r / max(np.linalg.norm(r), 1e-12) for r in rise], axis=0)
+    legs_up /= max(np.linalg.norm(legs_up), 1e-12)
+    if legs_up @ up >= LYING:
+        return up
+    return on_an_axis(legs_up)
+
+
+def on_an_axis(v, within=np.cos(np.radians(10.0))):
+    """Unit ``v``, or the axis (+-X, Y, Z) it is within 10 degrees of: a rest that lies down lies along an axis
+    (an exporter's Y-up turned), while legs lean a few degrees in a rest that stands (their rise taken for up
+    would tilt the soles)."""
+    k = int(np.argmax(np.abs(v)))
+    if abs(v[k]) < within:
+        return v
+    out = np.zeros(3)
+    out[k] = np.sign(v[k])
+    return out
+
+
+def standing_turn(obj):
+    """(4, 4) armature-space turn about the armature's origin that stands its rest pose up: its up (up_vector)
+    onto the world's, the least turn (the identity for a rest that stands)."""
+    R = np.array(obj.matrix_world)[:3, :3]
+    world = np.linalg.solve(R, np.array([0.0, 0.0, 1.0]))
+    world /= np.linalg.norm(world)
+    own = up_vector(obj)
+    axis = np.cross(own, world)
+    s, c = float(np.linalg.norm(axis)), float(own @ world)
+    out = np.eye(4)
+    if s > 1e-9:
+        out[:3, :3] = exp_so3(axis / s * np.arctan2(s, c))
+    return out
 
 
 def _foot(obj, side, ankle_name, ball_name=None):

@@ -26,7 +26,7 @@ from .evaluation import evaluating_only
 from .foot_goals import driven_by_rig
 from .footplant import _turn
 from .soles import sample_motion
-from .feet import find_feet
+from .feet import find_feet, standing_turn
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers, palm
 from .humanoid import SIDES, map_humanoid
 from .reading import one_job_each_call
@@ -83,6 +83,16 @@ class _Skeleton:
         self.ref = self.rest  # armature space; the rest unless a standing frame replaces it
         self.ref_frame = None
         self._fingers = {}  # hand -> its fingers (rig.fingers.hand_fingers)
+
+    def stand_up(self):
+        """Where the rest pose lies down (a glTF whose root's pose stands it up), its reference is the rest stood
+        up about the armature's origin (rig.feet.standing_turn); a note saying so, else ""."""
+        lying, turn = self.standing(), standing_turn(self.obj)
+        if lying >= UPRIGHT or np.allclose(turn, np.eye(4)):
+            return ""
+        self.ref = turn @ self.rest
+        return (f"the character's rest pose does not stand (uprightness {lying:.2f} of 1): its bones are matched in "
+                f"it stood up about the armature's origin ({self.standing():.2f}), on the floor there")
 
     def posed(self):
         """(N, 4, 4) armature-space matrices of the pose bones now."""
@@ -364,9 +374,10 @@ def _long_feet(S, T, source_feet, target_feet, Rt_rest):
         return at["toe"] - at["heel"]
 
     src = {f.side: float(np.linalg.norm(length(S.obj, f))) / max(S.leg_length(), 1e-9) for f in source_feet}
+    soles = T._soles()  # (in its reference pose, as Rt_rest)
     out = {}
     for f in target_feet:
-        d = length(T.obj, f)
+        d = soles[f.side]["toe"] - soles[f.side]["heel"] if f.side in soles else length(T.obj, f)
         ratio = float(np.linalg.norm(d)) / max(T.leg_length(), 1e-9) / max(src.get(f.side, np.inf), 1e-9)
         if ratio > 1.05:
             out[f.ankle] = (Rt_rest[T.index[f.ankle]], _unit(d), ratio)
@@ -503,6 +514,7 @@ def retarget(scene, source, target, options=None, progress=None):
                        "bones) and its controls are not a Rigify rig's: keys on the bones would be overridden; "
                        "retarget onto the skeleton that is keyed, or bake the rig's constraints first")
     S, T = _Skeleton(source, hs), _Skeleton(target, ht)
+    target_note = T.stand_up()
     pairs = _pairs(source, hs, target, ht)
     before_frame = scene.frame_current
     scene.frame_set(first)
@@ -661,7 +673,7 @@ def retarget(scene, source, target, options=None, progress=None):
     if reference:
         report.warnings.append(f"left out of the range as not part of the take: {reference_why} "
                                "(--keep-reference-frames keeps them)")
-    report.warnings += [rest_note] if rest_note else []
+    report.warnings += [note for note in (rest_note, target_note) if note]
     if pitched:
         ratio = max(r for _, _, r in pitched.values())
         report.warnings.append(f"the character's feet are {ratio:.1f} times as long for its legs as the source's: "
@@ -721,7 +733,7 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     made = None
     names = list(options.terrain)
     if not names:  # the target's floor: its soles' rest height, under the whole travel and around it
-        W = np.array(target.matrix_world)
+        W = np.array(target.matrix_world) @ standing_turn(target)  # (a rest lying down: stood up)
         z = min(float((W @ np.append(p.rest, 1.0))[2]) for f in tgt_feet for p in f.points)
         heads = np.array([W @ np.append(np.array(b.head_local), 1.0) for b in target.data.bones])[:, 2]
         margin = 3.0 * max(float(np.ptp(heads)), 1e-3)  # three of the character's heights, in any unit

@@ -1162,3 +1162,66 @@ def test_a_foot_leaving_the_ground_on_its_toe_does_not_jump():
         changes = [i for i in range(len(touch) - 1) if touch[i] != touch[i + 1]]
         assert len(changes) >= 4, touch
         assert step[changes].max() < 5 * np.percentile(step, 95), (side, step[changes].max(), np.percentile(step, 95))
+
+
+def test_a_character_whose_rest_pose_lies_down_walks_stood_up_feet_forward_on_its_floor():
+    """A glTF whose rest lies along -Y and whose root's pose stands it up (Khronos' BrainStem): its feet's soles
+    are read from the rest stood up, and it walks on the floor under that. Read from the lying rest, its soles ran
+    up its shins: the feet walked pointing backward (175 degrees off the source's) and the skin stood 7 cm over
+    the floor where the foot placement held them."""
+    import math
+
+    from mathutils import Matrix
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    last = first + 60
+    target = scenes.import_mannequiny(bpy)[0]
+    skin = [o for o in bpy.data.objects if o.type == "MESH" and any(
+        m.type == "ARMATURE" and m.object == target for m in o.modifiers)]
+    target.data.pose_position = "REST"
+    bpy.context.view_layer.update()
+    floor = min(float((o.matrix_world @ v.co).z) for o in skin for v in o.data.vertices)  # where it stands
+    target.data.pose_position = "POSE"
+    W = target.matrix_world.copy()
+    lie = Matrix.Rotation(math.radians(-90.0), 4, "X")  # (about the armature's origin: head toward -Y)
+    for o in skin:  # the skin laid down with its rest, so it stays bound as it was
+        o.data.transform(o.matrix_world.inverted() @ W @ lie @ W.inverted() @ o.matrix_world)
+    bpy.context.view_layer.objects.active = target
+    bpy.ops.object.mode_set(mode="EDIT")
+    placed = {b.name: b.matrix.copy() for b in target.data.edit_bones}
+    for b in target.data.edit_bones:
+        b.matrix = lie @ placed[b.name]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    ht = map_humanoid(target)
+    assert (target.data.bones[ht.bone("head")].head_local - target.data.bones[ht.bone("left foot")].head_local).z \
+        < 0.1  # (lying)
+    target.animation_data.action = bpy.data.actions.new("stood up")  # its root's pose stands it up
+    for pb in target.pose.bones:
+        pb.matrix_basis = Matrix.Identity(4)
+    for b in target.data.bones:
+        if b.parent is None:
+            pb = target.pose.bones[b.name]
+            pb.matrix = lie.inverted() @ b.matrix_local
+            pb.keyframe_insert("rotation_quaternion", frame=first)
+            pb.keyframe_insert("location", frame=first)
+    bpy.context.scene.frame_set(first)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(first, last))
+    assert report.ok, report.text()
+    assert any("character's rest pose does not stand" in w for w in report.warnings), report.warnings
+    hs = map_humanoid(source)
+    heading = []  # feet forward: the ankle to the ball as the source's, seen from above, where the source's is flat
+    for f in range(first, last + 1, 2):
+        bpy.context.scene.frame_set(f)
+        for side in ("left", "right"):
+            d = [np.array(o.matrix_world @ o.pose.bones[h.bone(f"{side} toe")].head -
+                          o.matrix_world @ o.pose.bones[h.bone(f"{side} foot")].head) for o, h in
+                 ((source, hs), (target, ht))]
+            if np.linalg.norm(d[0][:2]) > 0.9 * np.linalg.norm(d[0]):
+                cos = d[0][:2] @ d[1][:2] / (np.linalg.norm(d[0][:2]) * np.linalg.norm(d[1][:2]))
+                heading.append(float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))))
+    assert len(heading) > 20 and np.max(heading) < 25.0, (len(heading), np.percentile(heading, [50, 100]))
+    gaps = _flat_foot_skin_gaps(source, target, first, last, lambda x, y: np.full(np.shape(x), floor))
+    every = np.concatenate([gaps["left"], gaps["right"]])
+    assert len(every) > 20 and np.median(np.abs(every)) < 0.005 and np.max(np.abs(every)) < 0.02, \
+        np.percentile(every, [0, 50, 100])
