@@ -39,6 +39,7 @@ HEEL_NAME = re.compile(r"heel", re.I)
 HEAD_NAME = re.compile(r"head", re.I)
 HEAD_NOT = re.compile(r"end|top|nub|tip|site|null", re.I)
 HAND_NAME = re.compile(r"hand|wrist|palm", re.I)
+FOREARM_NAME = re.compile(r"fore.?arm|lower.?arm|arm.?lower|elbow", re.I)
 FINGER_NAME = re.compile(r"finger|thumb|index|middle|ring|pinky|little|f_|digit|carpal", re.I)
 
 
@@ -377,9 +378,10 @@ def _arm(sk, top, left, centre, sign):
     before, ends_at_forearm = path, False
     if hand is None:
         hand = next((k for k, b in enumerate(path) if k >= 2 and _fingers_from(sk, b)), None)
-        if hand is not None and length([path[hand]]) > 0.75 * length(_segments(sk, path[:hand])[-1]):
+        if hand is not None and (length([path[hand]]) > 0.75 * length(_segments(sk, path[:hand])[-1])
+                                 or FOREARM_NAME.search(sk.name(path[hand]))):
             before, hand, ends_at_forearm = path[:hand + 1], None, True  # (fingers from a bone as long as the one
-            # before it: a forearm, no hand)
+            # before it, or named a forearm: a forearm, no hand; Astronaut Finn's LowerArm, 0.63 of its UpperArm)
     if hand is not None:
         before = path[:hand]
     runs = _segments(sk, before)

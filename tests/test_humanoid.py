@@ -75,6 +75,32 @@ def test_a_skeleton_with_hand_bones_named_otherwise_is_mapped_by_its_structure()
     assert (h.roles["left hand"], h.roles["right forearm"]) == ("LeftPaw", "RightForeArm")
 
 
+def test_fingers_hanging_from_a_short_bone_named_a_forearm_leave_the_arm_without_a_hand():
+    """Quaternius' Astronaut Finn: Shoulder, UpperArm, LowerArm (0.63 of the upper arm), fingers from the
+    LowerArm's end and no hand bone. The bone the fingers hang from was taken for the hand and every arm bone
+    above it one role too high (its shoulder the upper arm); named a forearm, it is the forearm."""
+    scenes.fresh(bpy)
+    obj, roles = characters.build(bpy, "plain")
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = obj.data.edit_bones
+    for s in ("L", "R"):
+        upper, fore, hand = eb[f"UpperArm{s}"], eb[f"LowerArm{s}"], eb[f"Hand{s}"]
+        fore.tail = fore.head + (fore.tail - fore.head) * (0.63 * upper.length / fore.length)
+        shift = fore.tail - hand.tail  # (the fingers start where the forearm ends)
+        for finger in list(hand.children):
+            for b in [finger, *finger.children_recursive]:
+                b.head, b.tail = b.head + shift, b.tail + shift
+            finger.use_connect = False
+            finger.parent = fore
+        eb.remove(hand)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    h = map_humanoid(obj)
+    for s, token in (("left", "L"), ("right", "R")):
+        assert (h.roles.get(f"{s} shoulder"), h.roles[f"{s} upper_arm"], h.roles[f"{s} forearm"],
+                h.roles.get(f"{s} hand")) == (f"Shoulder{token}", f"UpperArm{token}", f"LowerArm{token}", None)
+
+
 # Naming conventions, rest poses, proportions, units, feet hanging from the root, arms with no hands, twist segments:
 # built bone by bone as other tools export them; each must map to the roles it was built with.
 VARIANTS = [dict(convention=c, rest=r, proportions=p, centimetres=cm, hands=hands, fingers=hands and fingers,
