@@ -8,6 +8,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 
 CONTACT_PREFIX = "fbik_contact"
+CONTACT_HEIGHT = 0.03  # of the hip height: a slow sole point lower than this over where it rests touches
 
 
 def contact_channel(foot, point):
@@ -42,19 +43,25 @@ def frames_to(mask):
     return np.minimum(t - before, after - t)
 
 
-def rise_over_stances(z, touching):
-    """(F,) heights ``z`` of a point (an ankle) over where it stands: each stance's low height (10th percentile:
+def stance_levels(z, touching):
+    """(F,) the level a point (an ankle, a foot's lowest point) stands at: each stance's low height (10th percentile:
     the heel down), joined linearly from one stance's end to the next one's start (a mocap floor drifts from step
-    to step, ground rises and falls). ``touching`` (F,) bool: the foot's contacts (at least one). A run of
-    contacts standing higher than the stances on both sides of it (by a fifth of the rise over the lowest: a foot
-    touching on its toe tip alone, its ankle high) is no stance."""
+    to step, ground rises and falls), held before the first and after the last. ``z`` (F,); ``touching`` (F,)
+    bool: the foot's contacts (at least one). A run of contacts standing higher than the stances on both sides of
+    it (by a fifth of the rise over the lowest: a foot touching on its toe tip alone, its ankle high) is no
+    stance."""
     runs_ = [(a, b, float(np.percentile(z[a:b + 1], 10))) for a, b in runs(touching)]
     near = 0.2 * max(float(np.max(z)) - min(level for *_, level in runs_), 1e-12)
     stances = [r for k, r in enumerate(runs_)
                if not r[2] > max(n[2] for n in runs_[max(k - 1, 0):k + 2] if n is not r) + near] \
         if len(runs_) > 1 else runs_
     knots = [(t, level) for a, b, level in stances for t in (a, b)]
-    return z - np.interp(np.arange(len(z)), [t for t, _ in knots], [level for _, level in knots])
+    return np.interp(np.arange(len(z)), [t for t, _ in knots], [level for _, level in knots])
+
+
+def rise_over_stances(z, touching):
+    """(F,) heights ``z`` of a point (an ankle) over where it stands (stance_levels)."""
+    return z - stance_levels(z, touching)
 
 
 def detect_contacts(height, speed, h_on, v_on, min_frames, pts=None):
@@ -116,7 +123,7 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
     foot."""
     F, P = speed.shape
     z = pts[..., 2]
-    h_on, min_frames = 0.03 * leg, shortest_contact(fps)
+    h_on, min_frames = CONTACT_HEIGHT * leg, shortest_contact(fps)
     if in_place:
         v_on = np.maximum(0.15 * leg, 1.5 * np.percentile(speed, 20, axis=0))
     else:

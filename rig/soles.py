@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .armature import RigError, _matrices
-from .contacts import detect_sole_contacts, read_contacts, runs, shortest_contact
+from .contacts import CONTACT_HEIGHT, detect_sole_contacts, read_contacts, runs, shortest_contact, stance_levels
 from .evaluation import evaluating_only
 from .feet import up_vector
 from .knees import find_knees, posed_bend
@@ -122,11 +122,20 @@ def _contacts(pts, pelvis, sampler, channels, fps, travel, height):
         for j in cols:
             if sampler.specs[j][1] in ("ball_in", "ball_out"):
                 detected[:, j] = detected[:, ball]
-    contacts, detected_feet = detected, list(range(len(sampler.feet)))
+    contacts, detected_feet = detected.copy(), list(range(len(sampler.feet)))
     if channels is not None:
         keyed_feet = [k for k, cols in enumerate(sampler.cols) if channels[1][cols].any()]
         for k in keyed_feet:
-            contacts[:, sampler.cols[k]] = channels[0][:, sampler.cols[k]]
+            cols = sampler.cols[k]
+            contacts[:, cols] = channels[0][:, cols]
+            touching = contacts[:, cols].any(axis=1)
+            if touching.any():  # its floor no further under where its keyed contacts stand (between them
+                # joined) than a contact's height, never over it: found from its own motion alone, a copied toe
+                # curled under the floor as it swung was taken for a stance, the floor fell 24 cm under the
+                # contacts and a swing kept that much over it was lifted 18 cm in a frame
+                lowest = pts[:, cols, 2].min(axis=1)
+                keyed = stance_levels(lowest, touching) - CONTACT_HEIGHT * leg
+                floors[:, k] = np.minimum(np.maximum(floors[:, k], keyed), lowest)
         detected_feet = [k for k in detected_feet if k not in keyed_feet]
     if contacts.any():
         floor = float(np.percentile(pts[..., 2][contacts], 5))

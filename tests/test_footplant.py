@@ -914,3 +914,33 @@ def test_a_knees_hinge_is_read_across_the_hips_not_from_sole_points_an_importer_
             p.rest = at["toe"] if p.name == "heel" else at["heel"] if p.name == "toe" else p.rest
     assert [(k.axis, k.sign, round(np.degrees(k.rest), 1)) for k in find_knees(obj, feet)] == ahead
     assert all(sign > 0 and rest > 0 for _, sign, rest in ahead), ahead  # (the metarig's knees fold a little)
+
+
+def test_a_foot_with_keyed_contacts_stands_on_the_floor_where_they_are_not_where_its_toe_dips():
+    """A foot whose contacts are keyed (a retarget writes the source's) stands on the floor where those contacts
+    are: found from its own motion, a copied toe curled under the floor as the foot swings was taken for a stance,
+    the floor fell 24 cm under the contacts and the swing, kept that far over it, was lifted 18 cm in a frame."""
+    from fullbody_ik.rig.soles import _contacts
+
+    sampler, _ = _stiff_foot_sampler()
+    F = 60
+    pts = np.zeros((F, 5, 3))
+    pts[:, :, 1] = [0.2, 0.05, 0.05, 0.05, 0.0]
+    pts[:, :, 2] = 0.1  # standing 10 cm over the scene's floor (a copied foot floats where the source stood)
+    swing = np.arange(30, 50)
+    pts[swing, :4, 2] += 0.2 * np.sin(np.pi * (swing - 30) / 20)[:, None]
+    pts[swing, 4, 2] = 0.1 - 0.3 * np.sin(np.pi * (swing - 30) / 20)  # the toe tip curls 30 cm under
+    touching = np.zeros((F, 5), dtype=bool)
+    touching[:30, 1:] = touching[50:, 1:] = True
+    channels = (touching, np.ones(5, dtype=bool))
+    pelvis = np.zeros((F, 3))
+    pelvis[:, 2] = 1.0
+    contacts, _, floors, *_ = _contacts(pts, pelvis, sampler, channels, 30.0, 2.0, 1.7)
+    assert (contacts == touching).all()
+    near = 0.03 * 1.2  # (a contact's height: 3 % of the hips' 1.2 m over the lowest the toe goes)
+    stand = floors[touching[:, 1], 0]
+    assert (stand >= 0.1 - near - 1e-9).all() and (stand <= 0.1 + 1e-9).all(), stand  # where its contacts stand
+    # over the swing: no further under that level, never over the foot (where the toe dips, down to it)
+    lowest = pts[swing, :, 2].min(axis=1)
+    assert (floors[swing, 0] >= np.minimum(0.1 - near, lowest) - 1e-9).all() and \
+        (floors[swing, 0] <= lowest + 1e-9).all(), floors[swing, 0]
