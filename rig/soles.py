@@ -236,7 +236,8 @@ def sample_motion(scene, obj, feet, frames, step=1):
             ankles[i] = [np.array(obj.matrix_world @ obj.pose.bones[foot.ankle].head) for foot in feet]
             knee_bends[i] = [posed_bend(obj, knee) if knee else np.nan for knee in knees]
     fps = scene.render.fps / scene.render.fps_base / max(step, 1)
-    travel = float(np.linalg.norm(pelvis[-1, :2] - pelvis[0, :2])) if F > 1 else 0.0
+    # how far the pelvis goes from where it starts (not where it ends: a walk that turns and comes back travels)
+    travel = float(np.max(np.linalg.norm(pelvis[:, :2] - pelvis[0, :2], axis=1))) if F > 1 else 0.0
     channels = read_contacts(obj, sampler, frames)
     W = np.array(obj.matrix_world)
     heads = np.array([W @ np.append(np.array(b.head_local), 1.0) for b in obj.data.bones])

@@ -757,6 +757,36 @@ def _cmu_walk_in_place():
     return source, first, last, walked
 
 
+def test_a_walk_that_comes_back_to_where_it_started_is_no_treadmill():
+    """A walk that turns and comes back (Mixamo's walk and turn) ends where it started: read as in place, its
+    contacts were found from vertical speed alone, a toe skimming the floor as its foot swung forward was one, and
+    the foot was held 86 cm behind the step the source took. CMU's walk played forward, then backward."""
+    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.soles import sample_motion
+
+    scenes.fresh(bpy)
+    source, first, _ = scenes.import_cmu(bpy, "02_01")
+    mid, last = first + 60, first + 120
+    bag = source.animation_data.action.layers[0].strips[0].channelbag(source.animation_data.action_slot)
+    for fc in bag.fcurves:  # (frames after mid replay the walk backward, to its first frame)
+        back = {f: fc.evaluate(2 * mid - f) for f in range(mid + 1, last + 1)}
+        for k in fc.keyframe_points:
+            f = int(round(k.co[0]))
+            if f in back:
+                k.co[1] = k.handle_left[1] = k.handle_right[1] = back[f]
+    scene = bpy.context.scene
+    hips = source.pose.bones["Hips"]
+    scene.frame_set(first)
+    start = np.array(source.matrix_world @ hips.head)
+    scene.frame_set(last)
+    assert np.linalg.norm(np.array(source.matrix_world @ hips.head)[:2] - start[:2]) < 0.05  # back where it started
+    motion = sample_motion(scene, source, humanoid_feet(source, map_humanoid(source)), list(range(first, last + 1)))
+    assert not motion.in_place and not motion.treadmill
+    speed = np.linalg.norm(np.gradient(motion.pts[..., :2], axis=0), axis=-1) * motion.fps  # (per second)
+    assert motion.contacts.sum() > 100 and np.percentile(speed[motion.contacts], 99) < 0.2 * motion.leg, \
+        np.percentile(speed[motion.contacts], [50, 99, 100])
+
+
 def test_an_in_place_walk_slides_its_standing_feet_at_one_treadmill_speed():
     """A game clip kept in place: each standing foot of the character slides back under it at the treadmill's
     speed, the one both feet's stances share, as a foot on a belt does (each kept the slide its joint angles gave
