@@ -21,7 +21,7 @@ import numpy as np
 from ..solvers.rotations import exp_so3
 from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
-from .contacts import rise_over_stances
+from .contacts import moving, rise_over_stances
 from .evaluation import evaluating_only
 from .foot_goals import driven_by_rig
 from .footplant import _turn
@@ -35,6 +35,7 @@ from .rigify import key_rigify, rigify_controls
 from .takes import reference_frames
 
 ROOT_MODES = ("scaled", "kept", "in_place", "from_feet")
+SLIDE_SLACK = 0.25  # hips' heights a second: a copy's standing foot sliding slower is left to the foot placement
 UPRIGHT = 0.8  # a reference pose stands when its legs and its spine rise at least this much of their length
 NEXT_JOINT = {"thigh": "shin", "shin": "foot", "shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand",
               "neck": "head"}  # a limb bone's direction: toward the head of the bone that follows it
@@ -273,6 +274,35 @@ def feet_travel(points, feet, contacts=None, standing_share=0.15):
             pace = -np.mean(flat or half, axis=0)
         out[t] = out[t - 1] + pace
     return out
+
+
+def _planted_travel(motion, feet, pose, ankles, to_world, moved, slack):
+    """(F, 2) the travel the character's pelvis needs besides the source's scaled so that its feet do not slide
+    while the source's stand (feet_travel on the copy's heel and ball, on the source's contacts), but for
+    ``slack`` a frame (world): a character whose hips are wider than the source's swings its standing foot round
+    as the copy turns about its pelvis (a cartoon's, a metre in a walk that turns back), where a stride a little
+    unlike the scaled source's slides it a millimetre a frame (its travel kept the source's, scaled; the foot
+    placement holds that). ``pose`` {bone: (F, 4, 4)} and ``ankles`` (F, 2, 3) the copy's (armature space),
+    ``moved`` (F, 3) the pelvis's move so far (world)."""
+    where = {(motion.sampler.feet[k].side, name): j for j, (k, name, _, _) in enumerate(motion.sampler.specs)}
+    points, contacts, cols = [], [], []
+    for foot in feet:
+        mine = [p for p in foot.points if p.bone == foot.ankle and (foot.side, p.name) in where]
+        if foot.ankle not in pose or len(mine) < 2:
+            continue
+        R = pose[foot.ankle][:, :3, :3]
+        cols.append(list(range(len(points), len(points) + len(mine))))
+        for p in mine:
+            points.append(to_world(ankles[:, SIDES.index(foot.side)] + R @ p.offset) + moved)
+            contacts.append(motion.contacts[:, where[(foot.side, p.name)]])
+    if not cols:
+        return np.zeros((len(ankles), 2))
+    pace = np.diff(feet_travel(np.stack(points, axis=1), cols, np.stack(contacts, axis=1)), axis=0)
+    speed = np.linalg.norm(pace, axis=1, keepdims=True)
+    pace *= np.clip(1.0 - slack / np.maximum(speed, 1e-12), 0.0, None)  # (what is past the slack)
+    if len(pace) > 2:  # eased over a fifth of a second: a foot landing as another leaves changes it at once
+        pace = moving(pace, max(3, int(round(0.2 * motion.fps)) | 1), np.mean)
+    return np.concatenate([np.zeros((1, 2)), np.cumsum(pace, axis=0)])
 
 
 def _standing_tilts(h, R, rest, index, motion):
@@ -622,6 +652,9 @@ def retarget(scene, source, target, options=None, progress=None):
     pelvis_world = pelvis_now.copy()
     pelvis_world[:, :2] = t_rest_heads[T.index[pname]][:2] + scale * travel[:, :2]
     pelvis_world[:, 2] += target_floor + scale * over - lowest
+    if options.root == "scaled" and not motion.treadmill:  # and besides, what keeps its standing feet from sliding
+        pelvis_world[:, :2] += _planted_travel(motion, humanoid_feet(target, ht), pose, ankles, to_world,
+                                               pelvis_world - pelvis_now, SLIDE_SLACK * T.hip_height() / motion.fps)
     shift = (pelvis_world - pelvis_now) @ W_t_inv[:3, :3].T  # armature space: moves the pelvis and below
     locations = {}
     for name in [pname, *detached, *beside]:

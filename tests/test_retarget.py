@@ -1255,3 +1255,45 @@ def test_a_character_whose_rest_pose_lies_down_walks_stood_up_feet_forward_on_it
     every = np.concatenate([gaps["left"], gaps["right"]])
     assert len(every) > 20 and np.median(np.abs(every)) < 0.005 and np.max(np.abs(every)) < 0.02, \
         np.percentile(every, [0, 50, 100])
+
+
+def test_a_standing_foot_swung_round_by_wide_hips_as_the_body_turns_is_kept_by_the_pelvis():
+    """A character whose hips are wider than the source's turns about its pelvis as the source's does: its standing
+    foot, half a metre out, swings round a quarter circle (a cartoon's moved a metre in a walk that turns back, and
+    the foot placement pinned it there, its legs 50 degrees off the source's). The pelvis travels besides by what
+    keeps that foot where it stands."""
+    from types import SimpleNamespace
+
+    from fullbody_ik.rig.feet import SolePoint
+    from fullbody_ik.rig.retarget import _planted_travel
+    from fullbody_ik.solvers.rotations import exp_so3
+
+    F = 21
+    turn = np.radians(np.linspace(0.0, 90.0, F))
+    R = np.array([exp_so3(np.array([0.0, 0.0, a])) for a in turn])
+    out = np.array([0.5, 0.0, 0.1])  # the left ankle, half a metre from the pelvis
+    ankles = np.zeros((F, 2, 3))
+    ankles[:, 0] = R @ out
+    ankles[:, 1] = R @ (out * [-1.0, 1.0, 1.0]) + [0.0, 0.0, 0.2]  # (the right foot swings)
+    pose = {}
+    feet = []
+    for side, ankle in (("left", "foot.L"), ("right", "foot.R")):
+        pose[ankle] = np.tile(np.eye(4), (F, 1, 1))
+        pose[ankle][:, :3, :3] = R
+        feet.append(SimpleNamespace(side=side, ankle=ankle, points=[
+            SolePoint("heel", ankle, np.array([0.0, -0.05, -0.1]), None),
+            SolePoint("ball", ankle, np.array([0.0, 0.15, -0.1]), None)]))
+    specs = [(k, name, f.ankle, None) for k, f in enumerate(feet) for name in ("heel", "ball")]
+    contacts = np.zeros((F, 4), dtype=bool)
+    contacts[:, :2] = True  # the left foot stands throughout
+    motion = SimpleNamespace(sampler=SimpleNamespace(feet=feet, specs=specs), contacts=contacts, fps=24.0)
+    travel = _planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 0.0)
+    standing = np.mean([ankles[:, 0] + R @ p.offset for p in feet[0].points], axis=0)[:, :2] + travel
+    assert np.linalg.norm(standing[-1] - standing[0]) < 5e-3 < 0.5 < np.linalg.norm(travel[-1]), travel[-1]
+    assert np.abs(np.diff(standing, axis=0)).max() < 4e-3  # (of 39 mm a frame it swings round)
+    # A foot sliding slower than the slack (a stride a little unlike the source's) is left as it is
+    step = np.linalg.norm(np.diff(standing - travel, axis=0), axis=1)
+    slow = _planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 1.01 * step.max())
+    assert np.abs(slow).max() < 1e-12
+    part = _planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 0.5 * step.max())
+    assert 0.3 * np.linalg.norm(travel[-1]) < np.linalg.norm(part[-1]) < 0.7 * np.linalg.norm(travel[-1])
