@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..solvers.rotations import exp_so3
+from ..solvers.rotations import turn_between, unit
 from .armature import RigError
 from .reading import remembered
 from .skin import skin_points
@@ -99,10 +99,13 @@ def up_vector(obj):
     return remembered(("up", obj.as_pointer()), lambda: _up_vector(obj))
 
 
+def _world_up(obj):
+    """The world's up (+Z) in the armature's space, unit."""
+    return unit(np.linalg.solve(np.array(obj.matrix_world)[:3, :3], np.array([0.0, 0.0, 1.0])))
+
+
 def _up_vector(obj):
-    R = np.array(obj.matrix_world)[:3, :3]
-    up = np.linalg.solve(R, np.array([0.0, 0.0, 1.0]))
-    up /= np.linalg.norm(up)
+    up = _world_up(obj)
     heads = np.array([b.head_local for b in obj.data.bones]).reshape(-1, 3)
     if np.ptp(heads @ up) >= 0.5 * np.ptp(heads, axis=0).max():  # as tall as it is wide or long: it stands
         return up
@@ -117,8 +120,7 @@ def _up_vector(obj):
             for s in ("left", "right") if f"{s} thigh" in roles and f"{s} shin" in roles]
     if not rise:
         return up
-    legs_up = np.mean([r / max(np.linalg.norm(r), 1e-12) for r in rise], axis=0)
-    legs_up /= max(np.linalg.norm(legs_up), 1e-12)
+    legs_up = unit(np.mean([unit(r) for r in rise], axis=0))
     if legs_up @ up >= LYING:
         return up
     return on_an_axis(legs_up)
@@ -139,15 +141,8 @@ def on_an_axis(v, within=np.cos(np.radians(10.0))):
 def standing_turn(obj):
     """(4, 4) armature-space turn about the armature's origin that stands its rest pose up: its up (up_vector)
     onto the world's, the least turn (the identity for a rest that stands)."""
-    R = np.array(obj.matrix_world)[:3, :3]
-    world = np.linalg.solve(R, np.array([0.0, 0.0, 1.0]))
-    world /= np.linalg.norm(world)
-    own = up_vector(obj)
-    axis = np.cross(own, world)
-    s, c = float(np.linalg.norm(axis)), float(own @ world)
     out = np.eye(4)
-    if s > 1e-9:
-        out[:3, :3] = exp_so3(axis / s * np.arctan2(s, c))
+    out[:3, :3] = turn_between(up_vector(obj), _world_up(obj))
     return out
 
 

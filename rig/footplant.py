@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers.rotations import exp_so3, log_so3, skew
+from ..solvers.rotations import exp_so3, log_so3, turn_between
 from .armature import RigError
 from .bake import BakeOptions, Baker, check_bake, keep_report, outside_warning
 from .contacts import CONTACT_PREFIX, frames_to, moving, runs, write_contacts
@@ -176,7 +176,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             normal_t = plane_normal(foot_pts[:, :2], h_all, ok_all)
             if normal_t[2] < np.cos(np.radians(45.0)):  # steeper than a foot stands on: an edge, a wall
                 normal_t = up
-            R = np.eye(3) if on_terrain else _turn(up, normal_t)  # a source on the terrain is turned to it already
+            R = np.eye(3) if on_terrain else turn_between(up, normal_t)  # a source on the terrain is turned to it already
             middle = foot_pts.mean(axis=0)
             turned = middle + (foot_pts - middle) @ R.T
             # The terrain under the turned points (turning moves them sideways a little: on a bump that matters).
@@ -511,15 +511,6 @@ def _fraction(R, w):
     return exp_so3(w * log_so3(R))
 
 
-def _turn(a, b):
-    """The smallest rotation taking unit vector a to unit vector b (Rodrigues)."""
-    v, c = np.cross(a, b), float(a @ b)
-    if np.linalg.norm(v) < 1e-12:
-        return np.eye(3)
-    K = skew(v)
-    return np.eye(3) + K + K @ K / (1.0 + c)
-
-
 def _belt(points, contacts, fps):
     """(F, 2) how far a treadmill's ground has carried what stands on it by each frame, from the first: each
     frame's step the median of the standing points' (``points`` (F, P, 3) touching on it and the frame before,
@@ -685,8 +676,8 @@ def foot_placement(scene, obj, options, progress=None):
                     f"neither planted nor judged; key {where} {channels} channels where it touches (all 0 if it "
                     "never does)")
     heights = {}
-    for k, foot in enumerate(feet):
-        j = next(i for i, s in enumerate(sampler.specs) if s[0] == k and s[1] == "heel")
+    for foot in feet:
+        j = sampler.column[(foot.side, "heel")]
         heights[foot.side] = {"terrain": np.where(np.isfinite(h_after[:, j]), h_after[:, j], np.nan).tolist(),
                               "source": plan_.points[:, j, 2].tolist(), "result": result[:, j, 2].tolist(),
                               "contact": plan_.contacts[:, j].tolist()}

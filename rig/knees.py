@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..solvers.rotations import unit
+
 SLACK = np.radians(3.0)  # how much further back than the clip's straightest a knee may bend
 FOLD = np.radians(1.5)  # the least bend of a knee whose motion never bends it back: folded forward a little, a
 # solve that needs the leg shorter folds it further (from straight, either way is as short: it stayed straight)
@@ -28,10 +30,6 @@ class Knee:
     rest: float  # the knee's bend at rest, radians
 
 
-def _unit(v):
-    return v / max(float(np.linalg.norm(v)), 1e-12)
-
-
 def _rotation(matrix):
     R = np.array(matrix)[:3, :3]
     return R / np.linalg.norm(R, axis=0, keepdims=True)
@@ -40,7 +38,7 @@ def _rotation(matrix):
 def bend(hip, knee, ankle, across):
     """The knee's bend (radians): the turn from the thigh's direction to the shin's about ``across``; positive
     folding the shin back behind a forward-facing leg."""
-    t, s = _unit(np.asarray(knee) - hip), _unit(np.asarray(ankle) - knee)
+    t, s = unit(np.asarray(knee) - hip), unit(np.asarray(ankle) - knee)
     return float(np.arctan2(np.dot(np.cross(t, s), across), np.dot(t, s)))
 
 
@@ -64,7 +62,7 @@ def _across(obj, feet):
         if legs:
             heads[foot.side] = np.array(legs[0].head_local)
     if {"left", "right"} <= set(heads) and np.linalg.norm(heads["left"] - heads["right"]) > 1e-9:
-        return _unit(heads["left"] - heads["right"])
+        return unit(heads["left"] - heads["right"])
     for foot in feet:
         rest = {p.name: np.asarray(p.rest, dtype=float) for p in foot.points}
         if "heel" in rest and "toe" in rest:
@@ -72,7 +70,7 @@ def _across(obj, feet):
             forward = W @ (rest["toe"] - rest["heel"])
             forward[2] = 0.0
             if np.linalg.norm(forward) > 1e-9:
-                return _unit(W.T @ np.cross([0.0, 0.0, 1.0], _unit(forward)))
+                return unit(W.T @ np.cross([0.0, 0.0, 1.0], unit(forward)))
     return None
 
 

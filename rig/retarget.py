@@ -18,18 +18,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers.rotations import exp_so3
+from ..solvers.rotations import turn_between, unit
 from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
-from .contacts import moving, rise_over_stances
+from .contacts import rise_over_stances
 from .evaluation import evaluating_only
 from .foot_goals import driven_by_rig
-from .footplant import _turn
 from .soles import sample_motion
 from .feet import find_feet, standing_turn
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers, palm
 from .humanoid import SIDES, map_humanoid
 from .reading import one_job_each_call
+from .retarget_feet import (feet_spec, feet_travel, foot_pitch_scaled, humanoid_feet, long_feet, planted_travel,
+                            standing_tilts)
 from .riders import find_riders, key_riders
 from .rigify import key_rigify, rigify_controls
 from .takes import reference_frames
@@ -60,15 +61,10 @@ class RetargetOptions:
     keep_reference_frames: bool = False  # keep a clip's reference pose (CMU's first frame) in the default range
 
 
-def _unit(v):
-    n = np.linalg.norm(v)
-    return v / n if n > 1e-12 else v
-
-
 def _frame(right, up):
     """An orthonormal frame (columns right, forward, up) from a right and an up direction."""
-    up = _unit(up)
-    right = _unit(right - (right @ up) * up)
+    up = unit(up)
+    right = unit(right - (right @ up) * up)
     return np.column_stack([right, np.cross(up, right), up])
 
 
@@ -165,7 +161,7 @@ class _Skeleton:
         else:
             after = self.h.bone(f"{side} {NEXT_JOINT[part]}".strip()) if part in NEXT_JOINT else ""
             d = P[self.index[after]] - P[i] if after else None
-        return _unit(d) if d is not None and np.linalg.norm(d) > 1e-9 else None
+        return unit(d) if d is not None and np.linalg.norm(d) > 1e-9 else None
 
     def _fingerless(self, i, side):
         """The direction (world) of the fingerless hand bone ``i`` in the reference pose: its forearm's in the rest
@@ -174,9 +170,9 @@ class _Skeleton:
         fore = self.h.bone(f"{side} forearm")
         if not fore:
             return None
-        unit = lambda M: M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0, keepdims=True)  # noqa: E731
+        rotation = lambda M: M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0, keepdims=True)  # noqa: E731
         along = self.rest[i][:3, 3] - self.rest[self.index[fore]][:3, 3]
-        return unit(np.array(self.obj.matrix_world)) @ unit(self.ref[i]) @ unit(self.rest[i]).T @ along
+        return rotation(np.array(self.obj.matrix_world)) @ rotation(self.ref[i]) @ rotation(self.rest[i]).T @ along
 
     def _knuckles(self, hand):
         """Indices of the first joint (bone head) past the wrist of each finger chain hanging from ``hand``, the
@@ -186,11 +182,10 @@ class _Skeleton:
         bone = self.obj.data.bones[hand]
         kept = lambda c: c.use_deform or not bone.use_deform  # noqa: E731 (a deform hand's fingers, not its controls)
         chains = [c for c in bone.children if kept(c) and (c.children or c.length > 0)]
+        wrist = np.array(bone.head_local)
         if len(chains) >= 3 and not any("thumb" in c.name.lower() for c in chains):
-            wrist = np.array(bone.head_local)
             chains.remove(min(chains, key=lambda c: np.linalg.norm(np.array(c.head_local) - wrist)))
         chains = [c for c in chains if "thumb" not in c.name.lower()]
-        wrist = np.array(bone.head_local)
         near = 1e-3 * max(bone.length, max((c.length for c in chains), default=0.0), 1e-9)
         out = []
         for c in chains:  # (a finger block starting at the wrist, CMU's: its fingers' first joints past it)
@@ -220,7 +215,7 @@ class _Skeleton:
                 if np.linalg.norm(forward) < 0.25 * np.linalg.norm(sole):
                     forward = sole
             up = np.array([0.0, 0.0, 1.0])
-            out[f"{s} foot"] = np.column_stack([_unit(np.cross(forward, up)), _unit(forward), up])
+            out[f"{s} foot"] = np.column_stack([unit(np.cross(forward, up)), unit(forward), up])
         return out
 
     def hip_height(self):
@@ -241,105 +236,6 @@ class _Skeleton:
         W = np.array(self.obj.matrix_world)
         return {f.side: {p.name: (W @ self.ref[self.index[p.bone]] @ np.append(p.offset, 1.0))[:3] for p in f.points}
                 for f in feet}
-
-
-def feet_travel(points, feet, contacts=None, standing_share=0.15):
-    """(F, 2) horizontal travel of a body whose standing feet do not slide, from its sole points (F, P, 3), world,
-    ``feet`` the point columns of each foot: the body moves against the standing feet's slide, and keeps its last
-    step's pace while no foot stands (a run's flight). With ``contacts`` (F, P), a foot stands on a frame and the
-    one before when at least half its points touch on both, flat feet (all of them) preferred: a heel landing or
-    lifting moves against the belt; without, on its lowest sole point when that is within ``standing_share`` of
-    its swing height over its lowest."""
-    F = len(points)
-    out, pace = np.zeros((F, 2)), np.zeros(2)
-    standing = []  # per foot, (F, points): the points it may stand on
-    for cols in feet:
-        if contacts is not None:
-            standing.append(np.asarray(contacts)[:, cols].astype(bool))
-            continue
-        h = points[:, cols, 2]
-        h = h - h.min()
-        on = np.zeros(h.shape, dtype=bool)
-        on[np.arange(F), np.argmin(h, axis=1)] = True
-        standing.append(on & (h.min(axis=1) <= standing_share * max(float(h.max()), 1e-9))[:, None])
-    for t in range(1, F):
-        flat, half = [], []
-        for cols, on in zip(feet, standing):
-            both = on[t] & on[t - 1]
-            if both.sum() * 2 < len(cols) and (contacts is not None or not both.any()):
-                continue
-            c = np.array(cols)[both]
-            (flat if both.all() else half).append(np.median(points[t, c, :2] - points[t - 1, c, :2], axis=0))
-        if flat or half:
-            pace = -np.mean(flat or half, axis=0)
-        out[t] = out[t - 1] + pace
-    return out
-
-
-def _planted_travel(motion, feet, pose, ankles, to_world, moved, slack):
-    """(F, 2) the travel the character's pelvis needs besides the source's scaled so that its feet do not slide
-    while the source's stand (feet_travel on the copy's heel and ball, on the source's contacts), but for
-    ``slack`` a frame (world): a character whose hips are wider than the source's swings its standing foot round
-    as the copy turns about its pelvis (a cartoon's, a metre in a walk that turns back), where a stride a little
-    unlike the scaled source's slides it a millimetre a frame (its travel kept the source's, scaled; the foot
-    placement holds that). ``pose`` {bone: (F, 4, 4)} and ``ankles`` (F, 2, 3) the copy's (armature space),
-    ``moved`` (F, 3) the pelvis's move so far (world)."""
-    where = {(motion.sampler.feet[k].side, name): j for j, (k, name, _, _) in enumerate(motion.sampler.specs)}
-    points, contacts, cols = [], [], []
-    for foot in feet:
-        mine = [p for p in foot.points if p.bone == foot.ankle and (foot.side, p.name) in where]
-        if foot.ankle not in pose or len(mine) < 2:
-            continue
-        R = pose[foot.ankle][:, :3, :3]
-        cols.append(list(range(len(points), len(points) + len(mine))))
-        for p in mine:
-            points.append(to_world(ankles[:, SIDES.index(foot.side)] + R @ p.offset) + moved)
-            contacts.append(motion.contacts[:, where[(foot.side, p.name)]])
-    if not cols:
-        return np.zeros((len(ankles), 2))
-    pace = np.diff(feet_travel(np.stack(points, axis=1), cols, np.stack(contacts, axis=1)), axis=0)
-    speed = np.linalg.norm(pace, axis=1, keepdims=True)
-    pace *= np.clip(1.0 - slack / np.maximum(speed, 1e-12), 0.0, None)  # (what is past the slack)
-    if len(pace) > 2:  # eased over a fifth of a second: a foot landing as another leaves changes it at once
-        pace = moving(pace, max(3, int(round(0.2 * motion.fps)) | 1), np.mean)
-    return np.concatenate([np.zeros((1, 2)), np.cumsum(pace, axis=0)])
-
-
-def _standing_tilts(h, R, rest, index, motion):
-    """{role: T} for the source's feet and toes: the world turn from a bone's rest to how it lies when it stands
-    flat on the floor (a foot: its heel and ball touching; a toe: its ball and tip), found from the motion (the
-    bone's up while flat, averaged over those frames, turned to the world's). A clip's rest pose need not stand
-    flat (a BVH's feet point where its T-pose put them); without such frames (a run on its toes): none."""
-    names = [n for _, n, _, _ in motion.sampler.specs]
-    out = {}
-    for k, foot in enumerate(motion.sampler.feet):
-        cols = {names[j]: j for j in motion.sampler.cols[k]}
-        for role, pair in ((f"{foot.side} foot", ("heel", "ball")), (f"{foot.side} toe", ("ball", "toe"))):
-            bone = h.roles.get(role)
-            if bone is None or any(p not in cols for p in pair):
-                continue
-            flat = motion.contacts[:, cols[pair[0]]] & motion.contacts[:, cols[pair[1]]]
-            if flat.sum() < max(5, 0.05 * len(flat)):
-                continue
-            up = _unit(np.einsum("tji,j->i", R[flat, index[bone]], np.array([0.0, 0.0, 1.0])))  # bone frame
-            out[role] = _turn(rest[index[bone]] @ up, np.array([0.0, 0.0, 1.0]))
-    return out
-
-
-def feet_spec(h):
-    """The mapped feet as --feet writes them, "ANKLE:BALL,ANKLE:BALL" (the left first)."""
-    return ",".join(f"{h.bone(f'{s} foot')}:{h.bone(f'{s} toe')}" for s in SIDES)
-
-
-def humanoid_feet(obj, h):
-    """The feet (rig.feet.Foot: sole points, a root-parented foot's leg) of a mapped humanoid: a foot that does
-    not hang from its shin follows that shin."""
-    feet = find_feet(obj, feet_spec(h))
-    for foot in feet:  # (the mapped shin, not a bone whose tail happens to be at the ankle: tails are guesses)
-        shin = h.bone(f"{foot.side} shin")
-        if shin:
-            foot.shin = "" if shin in {p.name for p in obj.data.bones[foot.ankle].parent_recursive} else shin
-    return feet
 
 
 def stored_roles(obj):
@@ -383,52 +279,14 @@ def _alignments(S, T, pairs):
         if role in body:
             out[role] = body[role]
         elif ds is not None and dt is not None:
-            out[role] = _turn(trunk(role) @ dt, ds) @ trunk(role)
+            out[role] = turn_between(trunk(role) @ dt, ds) @ trunk(role)
     Rs, Rt = S.rest_world()[0], T.rest_world()[0]
     for role, sb, tb in pairs:
         if role not in out:
             continued = next((r for r in _continues(role) if r in out), None)
             B = trunk(role)
-            out[role] = out[continued] if continued else _turn(B @ Rt[T.index[tb]][:, 1], Rs[S.index[sb]][:, 1]) @ B
+            out[role] = out[continued] if continued else turn_between(B @ Rt[T.index[tb]][:, 1], Rs[S.index[sb]][:, 1]) @ B
     return out
-
-
-def _long_feet(S, T, source_feet, target_feet, Rt_rest):
-    """{target foot bone: (its rest rotation (3, 3), heel-to-toe direction (3,), both world; ratio)} for the
-    character's feet that are longer for its legs than the source's (ratio: the target's foot length over leg
-    length, over the source's, above 1.05): their pitch is scaled down so that a heel rises, for the legs, as
-    the source's does (a big foot turned as far as a small one lifts the leg high and digs its toes in)."""
-    def length(obj, foot):
-        W = np.array(obj.matrix_world)
-        at = {p.name: (W @ np.append(p.rest, 1.0))[:3] for p in foot.points}
-        return at["toe"] - at["heel"]
-
-    src = {f.side: float(np.linalg.norm(length(S.obj, f))) / max(S.leg_length(), 1e-9) for f in source_feet}
-    soles = T._soles()  # (in its reference pose, as Rt_rest)
-    out = {}
-    for f in target_feet:
-        d = soles[f.side]["toe"] - soles[f.side]["heel"] if f.side in soles else length(T.obj, f)
-        ratio = float(np.linalg.norm(d)) / max(T.leg_length(), 1e-9) / max(src.get(f.side, np.inf), 1e-9)
-        if ratio > 1.05:
-            out[f.ankle] = (Rt_rest[T.index[f.ankle]], _unit(d), ratio)
-    return out
-
-
-def _foot_pitch_scaled(G, rest, forward, ratio):
-    """World rotations G (F, 3, 3) of a foot whose rest rotation is ``rest`` and rest heel-to-toe direction
-    ``forward`` (world), each turned about the horizontal across the foot so that the sine of its pitch (its
-    heel-to-toe direction's rise) is divided by ``ratio``."""
-    f = (G @ rest.T) @ forward  # (F, 3)
-    horizontal = f.copy()
-    horizontal[:, 2] = 0.0
-    n = np.linalg.norm(horizontal, axis=1)
-    ok = n > 1e-6
-    pitch = np.arcsin(np.clip(f[:, 2], -1.0, 1.0))
-    delta = np.arcsin(np.clip(f[:, 2] / ratio, -1.0, 1.0)) - pitch
-    axis = np.zeros_like(f)
-    axis[ok] = np.cross(horizontal[ok] / n[ok, None], np.array([0.0, 0.0, 1.0]))
-    Q = np.array([exp_so3(delta[i] * axis[i]) if ok[i] else np.eye(3) for i in range(len(G))])
-    return Q @ G
 
 
 def _continues(role):
@@ -584,7 +442,7 @@ def retarget(scene, source, target, options=None, progress=None):
     # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
     # the source's (world).
     aligned = _alignments(S, T, pairs)
-    standing = _standing_tilts(hs, Rs, Rs_rest, S.index, motion)
+    standing = standing_tilts(hs, Rs, Rs_rest, S.index, motion)
     constant = {}
     for role, sb, tb in pairs:
         A = standing.get(role, np.eye(3)).T @ aligned[role]  # a foot standing flat on the source's floor stands flat on the target's
@@ -603,7 +461,8 @@ def retarget(scene, source, target, options=None, progress=None):
               if target.data.bones[pname] not in target.data.bones[tb].parent_recursive}
     if target.data.bones[pname].use_connect:
         raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
-    pitched = _long_feet(S, T, motion.sampler.feet, humanoid_feet(target, ht), Rt_rest)
+    target_feet = humanoid_feet(target, ht)
+    pitched = long_feet(S, T, motion.sampler.feet, target_feet, Rt_rest)
     # The target's bases, from the root down, every frame at once: X is a bone's pose with no basis of its own
     # (its parent's pose carried to it), B its basis turning it to the world rotation wanted.
     rest_t = T.rest
@@ -619,7 +478,7 @@ def retarget(scene, source, target, options=None, progress=None):
             Xr = X[:, :3, :3] / np.linalg.norm(X[:, :3, :3], axis=1, keepdims=True)
             G = Rs[:, j] @ C  # world
             if name in pitched:
-                G = _foot_pitch_scaled(G, *pitched[name])
+                G = foot_pitch_scaled(G, *pitched[name])
             B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ G)  # armature space
         basis[name], X_of[name], pose[name] = B, X, X @ B
         if name in beside:
@@ -627,7 +486,7 @@ def retarget(scene, source, target, options=None, progress=None):
             pose[name] = pose[name].copy()
             pose[name][:, :3, 3] = (pose[pname] @ head)[:, :3]
     # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
-    detached = {f.ankle: f.shin for f in humanoid_feet(target, ht) if f.shin and f.ankle in keyed}
+    detached = {f.ankle: f.shin for f in target_feet if f.shin and f.ankle in keyed}
     t_feet = [ht.bone(f"{s} foot") for s in SIDES]
     def at_ankle(foot, shin):  # the foot's rest head carried in its shin's frame (a shin's tail may be a guess)
         local = np.linalg.inv(rest_t[T.index[shin]]) @ np.append(rest_t[T.index[foot]][:3, 3], 1.0)
@@ -653,8 +512,8 @@ def retarget(scene, source, target, options=None, progress=None):
     pelvis_world[:, :2] = t_rest_heads[T.index[pname]][:2] + scale * travel[:, :2]
     pelvis_world[:, 2] += target_floor + scale * over - lowest
     if options.root == "scaled" and not motion.treadmill:  # and besides, what keeps its standing feet from sliding
-        pelvis_world[:, :2] += _planted_travel(motion, humanoid_feet(target, ht), pose, ankles, to_world,
-                                               pelvis_world - pelvis_now, SLIDE_SLACK * T.hip_height() / motion.fps)
+        pelvis_world[:, :2] += planted_travel(motion, target_feet, pose, ankles, to_world, pelvis_world - pelvis_now,
+                                              SLIDE_SLACK * T.hip_height() / motion.fps)
     shift = (pelvis_world - pelvis_now) @ W_t_inv[:3, :3].T  # armature space: moves the pelvis and below
     locations = {}
     for name in [pname, *detached, *beside]:
@@ -757,7 +616,7 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
 
     src_feet, tgt_feet = motion.sampler.feet, humanoid_feet(target, ht)
     sampler = SoleSampler(target, tgt_feet)
-    where = {(src_feet[k].side, name): j for j, (k, name, _, _) in enumerate(motion.sampler.specs)}
+    where = motion.sampler.column
     contacts = np.zeros((len(frames), len(sampler.specs)), dtype=bool)
     for j, (k, name, _, _) in enumerate(sampler.specs):
         contacts[:, j] = motion.contacts[:, where[(tgt_feet[k].side, name)]]

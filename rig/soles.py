@@ -43,6 +43,7 @@ class SoleSampler:
         self.offsets = np.array([np.append(off, 1.0) for _, _, _, off in self.specs])  # (P, 4)
         self.ankles = np.array([obj.pose.bones.find(f.ankle) for f in feet])
         self.cols = [[j for j, sp in enumerate(self.specs) if sp[0] == k] for k in range(len(feet))]  # per foot
+        self.column = {(feet[k].side, name): j for j, (k, name, _, _) in enumerate(self.specs)}  # by side and point
 
     def sample(self, rotations=False):
         """(P, 3) world sole points; with ``rotations``, also (feet, 3, 3) the ankles' world rotations."""

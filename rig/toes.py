@@ -5,7 +5,7 @@ With what the two passes over the frames (forward and back) say joined by how ne
 
 import numpy as np
 
-from ..solvers.rotations import exp_so3
+from ..solvers.rotations import exp_so3, unit
 from .swing import pitch_axis
 
 HALF_LIFE = 0.08  # seconds: a foot's tilt and toe bend, where its contacts leave them free, fade at this rate
@@ -26,7 +26,7 @@ def bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
     rest = np.array([(W @ np.array(obj.data.bones[b].matrix_local) @ sampler.offsets[j])[:3]
                      for b, j in zip(bones, cols)])
     joints = np.array([(W @ np.array(obj.data.bones[b].matrix_local))[:3, 3] for b in bones])
-    across0 = _unit3(rest[names["ball_in"]] - rest[names["ball_out"]])
+    across0 = unit(rest[names["ball_in"]] - rest[names["ball_out"]])
     a = rest[rigid]
     ca = a.mean(axis=0)
     F = len(targets)
@@ -95,10 +95,6 @@ def bend_track(obj, sampler, foot, cols, targets, contacts, terrain, leg, fps):
                 targets[t, cols] += shift
                 p = p + shift
             targets[t, cols[i]] = p
-
-
-def _unit3(v):
-    return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
 def joined(a, sa, b, sb):

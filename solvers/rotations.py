@@ -101,6 +101,21 @@ def _log_so3_single(R):
     return np.array([lx * scale, ly * scale, lz * scale])
 
 
+def unit(v):
+    """``v`` over its length (a vector of no length is returned as it is)."""
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def turn_between(a, b):
+    """The smallest rotation taking unit vector a to unit vector b (Rodrigues); the identity where they are
+    parallel (or opposite: no one smallest turn)."""
+    v, c = np.cross(a, b), float(a @ b)
+    if np.linalg.norm(v) < 1e-12:
+        return np.eye(3)
+    K = skew(v)
+    return np.eye(3) + K + K @ K / (1.0 + c)
+
+
 def cross(a, b):
     """np.cross for (..., 3) arrays without its axis bookkeeping."""
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]

@@ -98,7 +98,7 @@ def test_long_boots_on_short_treads_stand_on_them_or_the_report_says_so():
     stairs whose treads are 35 cm deep: a boot may not fit a tread. At every frame the source's foot stands flat,
     the boot's underside is on the stairs, never in a step by more than 1.5 cm, or the report fails the job (a boot
     across an edge stood in the riser with every sole point on a tread, and the report said OK)."""
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
     from fullbody_ik.tools import characters
 
     scenes.fresh(bpy)
@@ -122,7 +122,7 @@ def _flat_foot_skin_gaps(source, target, first, last, height, meshes=None):
     them; of ``meshes`` {side: mesh object} when given) and the ground ``height(x, y)`` at each frame the source's
     foot stands flat (heel and toe down)]}."""
     from fullbody_ik.rig.soles import sample_motion
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
 
     frames = list(range(first, last + 1))
     sf, tf = humanoid_feet(source, map_humanoid(source)), humanoid_feet(target, map_humanoid(target))
@@ -153,7 +153,7 @@ def _contact_points(source, target, first, last, with_heel=False):
     ``with_heel``: those where its foot's heel touches too)], [point names]): the source's contacts from the foot
     placement's detector, the target's points sampled."""
     from fullbody_ik.rig.soles import SoleSampler, sample_motion
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
 
     frames = list(range(first, last + 1))
     sf, tf = humanoid_feet(source, map_humanoid(source)), humanoid_feet(target, map_humanoid(target))
@@ -174,7 +174,7 @@ def _contact_points(source, target, first, last, with_heel=False):
 def _contact_heights(source, target, first, last, with_heel=False):
     """([heights over the target's floor of a sole point at the source's contact frames of that point], [point
     names]), world units."""
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
 
     W = np.array(target.matrix_world)
     floor = min(float((W @ np.append(p.rest, 1.0))[2]) for f in humanoid_feet(target, map_humanoid(target))
@@ -241,7 +241,7 @@ def test_a_cmu_walk_onto_other_characters_keeps_its_limbs_and_plants_its_feet(ki
     assert len(toe) > 20 and np.median(np.abs(toe)) < 0.5e-3 * size and np.percentile(np.abs(toe), 95) < 0.025 * size, \
         np.percentile(np.abs(toe), [50, 95, 100])
     assert np.median(np.abs(every)) < 0.5e-3 * size
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
 
     if all(f.ball for f in humanoid_feet(target, map_humanoid(target))):  # a foot with no toe bone (Quaternius')
         flat_every = np.concatenate(flat_toes)  # cannot also keep its ball down as its toes bend
@@ -761,7 +761,7 @@ def test_a_walk_that_comes_back_to_where_it_started_is_no_treadmill():
     """A walk that turns and comes back (Mixamo's walk and turn) ends where it started: read as in place, its
     contacts were found from vertical speed alone, a toe skimming the floor as its foot swung forward was one, and
     the foot was held 86 cm behind the step the source took. CMU's walk played forward, then backward."""
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
     from fullbody_ik.rig.soles import sample_motion
 
     scenes.fresh(bpy)
@@ -819,7 +819,7 @@ def test_an_in_place_walk_travels_as_its_standing_feet_imply():
     """A game clip walks on a treadmill (its hips keep their place): --root from-feet gives the body the travel its
     standing feet imply, so they do not slide; CMU's walk made in place travels nearly as far as the walk it came
     from, and its contacts are planted."""
-    from fullbody_ik.rig.retarget import feet_travel
+    from fullbody_ik.rig.retarget_feet import feet_travel
 
     source, first, last, walked = _cmu_walk_in_place()
     scene = bpy.context.scene
@@ -992,7 +992,7 @@ def test_feet_that_are_specks_pointing_back_with_no_toes_walk_toes_first():
     walked backwards: its heel rose as its toes should, and a contact floated 12 mm."""
     from mathutils import Vector
 
-    from fullbody_ik.rig.retarget import humanoid_feet
+    from fullbody_ik.rig.retarget_feet import humanoid_feet
 
     scenes.fresh(bpy)
     source, first, _ = scenes.import_cmu(bpy, "02_01")
@@ -1265,7 +1265,7 @@ def test_a_standing_foot_swung_round_by_wide_hips_as_the_body_turns_is_kept_by_t
     from types import SimpleNamespace
 
     from fullbody_ik.rig.feet import SolePoint
-    from fullbody_ik.rig.retarget import _planted_travel
+    from fullbody_ik.rig.retarget_feet import planted_travel
     from fullbody_ik.solvers.rotations import exp_so3
 
     F = 21
@@ -1286,14 +1286,16 @@ def test_a_standing_foot_swung_round_by_wide_hips_as_the_body_turns_is_kept_by_t
     specs = [(k, name, f.ankle, None) for k, f in enumerate(feet) for name in ("heel", "ball")]
     contacts = np.zeros((F, 4), dtype=bool)
     contacts[:, :2] = True  # the left foot stands throughout
-    motion = SimpleNamespace(sampler=SimpleNamespace(feet=feet, specs=specs), contacts=contacts, fps=24.0)
-    travel = _planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 0.0)
+    column = {(feet[k].side, name): j for j, (k, name, _, _) in enumerate(specs)}
+    motion = SimpleNamespace(sampler=SimpleNamespace(feet=feet, specs=specs, column=column), contacts=contacts,
+                             fps=24.0)
+    travel = planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 0.0)
     standing = np.mean([ankles[:, 0] + R @ p.offset for p in feet[0].points], axis=0)[:, :2] + travel
     assert np.linalg.norm(standing[-1] - standing[0]) < 5e-3 < 0.5 < np.linalg.norm(travel[-1]), travel[-1]
     assert np.abs(np.diff(standing, axis=0)).max() < 4e-3  # (of 39 mm a frame it swings round)
     # A foot sliding slower than the slack (a stride a little unlike the source's) is left as it is
     step = np.linalg.norm(np.diff(standing - travel, axis=0), axis=1)
-    slow = _planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 1.01 * step.max())
+    slow = planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 1.01 * step.max())
     assert np.abs(slow).max() < 1e-12
-    part = _planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 0.5 * step.max())
+    part = planted_travel(motion, feet, pose, ankles, lambda p: p, np.zeros((F, 3)), 0.5 * step.max())
     assert 0.3 * np.linalg.norm(travel[-1]) < np.linalg.norm(part[-1]) < 0.7 * np.linalg.norm(travel[-1])
