@@ -304,8 +304,8 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
             drop = targets[air][:, cols, 2] - pts[air][:, cols, 2] - swing_offset[air][:, cols]
             keep = keep + np.minimum(drop.mean(axis=1, keepdims=True), 0.0)
         lowest = np.maximum(keep, 0.0).min(axis=1)  # the clearance the foot's lowest point keeps over the terrain
-        # A toe that would go under (a long foot pitched down as the source's swings) turns up at the ankle first,
-        # the leg kept; what that cannot clear lifts the foot whole.
+        # A toe or heel that would go under (a long foot pitched as the source's swings) turns the foot at the
+        # ankle first, the leg kept; what that cannot clear lifts the foot whole.
         k = feet_cols.index(cols)
         at_ankle = m.ankles[air, k] + (targets[air][:, cols] - pts[air][:, cols]).mean(axis=1)
         pitch = swing_pitch(T, at_ankle, h_t, lowest, len(cols), air, targets[air][:, cols], fps)

@@ -34,7 +34,7 @@ def carried(a, b, p):
     return cb[:, 0] + np.einsum("fij,fj->fi", R, p - ca[:, 0])
 
 
-PITCH_MAX = np.radians(60.0)  # the most a swinging foot is turned up at its ankle to clear the terrain
+PITCH_MAX = np.radians(60.0)  # the most a swinging foot is turned at its ankle (toes up or down) to clear the terrain
 
 
 def pitch_axis(points):
@@ -65,11 +65,13 @@ def swing_lift(z, terrain, lowest, P):
 
 
 def swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
-    """(A,) the toes-up turn at the ankle of a swinging foot on each of its frames ``air`` that leaves the least to
-    lift it by (swing_lift; the smallest such turn, at most PITCH_MAX), eased over neighbouring frames (at most
-    90 degrees a second) so the foot turns smoothly; probes (A, Q, 3), ``points`` (A, P, 3) the foot's sole points
-    (heel first, toe tip last)."""
-    grid = np.linspace(0.0, PITCH_MAX, 19)
+    """(A,) the turn at the ankle (positive: toes up) of a swinging foot on each of its frames ``air`` that leaves
+    the least to lift it by (swing_lift; the smallest such turn, at most PITCH_MAX either way: a toe under the
+    terrain turns up, a heel under it as a long foot comes down heel first turns down), eased over neighbouring
+    frames (at most 90 degrees a second) so the foot turns smoothly; probes (A, Q, 3), ``points`` (A, P, 3) the
+    foot's sole points (heel first, toe tip last)."""
+    grid = np.linspace(-PITCH_MAX, PITCH_MAX, 37)
+    grid = grid[np.lexsort((-grid, np.abs(grid)))]  # the smaller turns first, toes up before down
     out = np.zeros(len(air))
     before = swing_lift(probes[..., 2], terrain, lowest, P)
     for i in np.flatnonzero(before > 0.0):
@@ -82,9 +84,11 @@ def swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
     slope = np.radians(90.0) / max(fps, 1.0)
     for x, y in runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
         k = np.searchsorted(air, [x, y + 1])
-        part = out[k[0]:k[1]]
-        t = np.arange(len(part))
-        out[k[0]:k[1]] = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
+        t = np.arange(k[1] - k[0])
+        # each way eased apart (a cone under every frame's turn), so a turn up and one down meet continuously
+        up, down = (np.maximum(sign * out[k[0]:k[1]], 0.0) for sign in (1.0, -1.0))
+        out[k[0]:k[1]] = ((up[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
+                          - (down[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1))
     return out
 
 
