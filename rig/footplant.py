@@ -292,12 +292,16 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         # Probed at its points and along its sole between them (an edge under the middle of the foot), on the
         # terrain under where they go (a foot slid onto one tread is not over the source's step).
         W = sole_probes([sampler.specs[j][1] for j in cols])  # (probes, points)
-        T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
-        Q = T.shape[1]
-        above = np.nanmax(raw[air][:, cols], axis=1).repeat(Q)
-        h_t, _, ok_t = terrain.below(T.reshape(-1, 3), T[..., 2].ravel() + 0.5 * leg + above)
+        above = np.nanmax(raw[air][:, cols], axis=1).repeat(W.shape[0])
         h_src = floor + np.einsum("qp,tp->tq", W, raw[air][:, cols]).ravel()  # else: the terrain under the source
-        h_t = np.where(ok_t, h_t, h_src).reshape(len(air), Q)
+
+        def probed():
+            """The probes where the foot's targets put them (A, Q, 3), and the terrain's height under each."""
+            T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
+            h, _, ok = terrain.below(T.reshape(-1, 3), T[..., 2].ravel() + 0.5 * leg + above)
+            return T, np.where(ok, h, h_src).reshape(T.shape[:2])
+
+        T, h_t = probed()
         keep = clearance[air][:, cols]
         if options.on_floor:  # a foot coming down onto the floor (or going up from it) with its contact may go
             # lower than the source's clearance: by as much as its swing was blended down
@@ -312,7 +316,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         for i, t in enumerate(air):
             if pitch[i] != 0.0:
                 targets[t, cols] = pitched(targets[t, cols], at_ankle[i], pitch[i])
-        T = np.einsum("qp,tpk->tqk", W, targets[air][:, cols])
+        T, h_t = probed()  # (turned, a toe may stand over another tread: a box's edge)
         lift = swing_lift(T[..., 2], h_t, lowest, len(cols))
         slope = 0.02 * leg  # per frame: a lift is eased in and out (a step is not a pop), to nothing at contacts
         for x, y in runs(np.isin(np.arange(F), air)):

@@ -64,10 +64,14 @@ def swing_lift(z, terrain, lowest, P):
     return np.maximum(np.maximum(-over.min(axis=1), lowest - over[:, :P].min(axis=1)), 0.0)
 
 
+TURN_COST = 0.5  # a turn at the ankle weighs half the distance it moves the foot's far end against the lift it saves
+
+
 def swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
     """(A,) the turn at the ankle (positive: toes up) of a swinging foot on each of its frames ``air`` that leaves
-    the least to lift it by (swing_lift; the smallest such turn, at most PITCH_MAX either way: a toe under the
-    terrain turns up, a heel under it as a long foot comes down heel first turns down), eased over neighbouring
+    the least to lift it by (swing_lift) for what the turn costs (TURN_COST: a lift of a few millimetres is not
+    traded for a turn that moves the toes centimetres); the smallest such turn, at most PITCH_MAX either way (a
+    toe under the terrain turns up; a heel under it, near the ankle, is mostly lifted), eased over neighbouring
     frames (at most 90 degrees a second) so the foot turns smoothly; probes (A, Q, 3), ``points`` (A, P, 3) the
     foot's sole points (heel first, toe tip last)."""
     grid = np.linspace(-PITCH_MAX, PITCH_MAX, 37)
@@ -80,7 +84,9 @@ def swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
             continue
         z = np.array([(ankles[i] + (probes[i] - ankles[i]) @ exp_so3(a * axis).T)[:, 2] for a in grid])
         lifts = swing_lift(z, np.broadcast_to(terrain[i], z.shape), np.full(len(grid), lowest[i]), P)
-        out[i] = grid[int(np.flatnonzero(lifts <= lifts.min() + 1e-4)[0])]
+        reach = np.max(np.linalg.norm(probes[i] - ankles[i], axis=1))  # the turn moves the foot's far end this much
+        cost = lifts + TURN_COST * reach * np.abs(grid)  # a radian
+        out[i] = grid[int(np.flatnonzero(cost <= cost.min() + 1e-4)[0])]
     slope = np.radians(90.0) / max(fps, 1.0)
     for x, y in runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
         k = np.searchsorted(air, [x, y + 1])

@@ -946,13 +946,13 @@ def test_a_foot_with_keyed_contacts_stands_on_the_floor_where_they_are_not_where
         (floors[swing, 0] <= lowest + 1e-9).all(), floors[swing, 0]
 
 
-def test_a_long_foot_coming_down_heel_first_turns_its_toes_down_to_clear_its_heel_not_up():
-    """A swinging foot whose heel goes under the floor (a long foot pitched toes up as it comes down heel first)
-    turns at the ankle the least way that clears it: toes down, flattening the foot. Turned toes up only, its heel
-    swung down and round under the ankle: a retargeted in-place walk's foot was turned up 60 degrees with 12 cm
-    more lift over the frames before its heel struck, and the leg twisted 124 degrees to pose it. A toe under the
-    floor still turns the foot toes up."""
-    from fullbody_ik.rig.swing import pitched, swing_lift, swing_pitch
+def test_a_swinging_foot_turns_at_the_ankle_only_where_that_saves_more_than_it_moves_the_foot():
+    """A swinging foot under the floor is turned at the ankle (toes up or down) where the turn saves more lift
+    than it moves the foot, else lifted. A long foot coming down heel first, its heel 5 mm under: lifted, not
+    turned toes up (the heel swung round under the ankle: a retargeted in-place walk's foot was turned up 60 degrees
+    with 12 cm more lift before each heel strike, and a 6 mm lift at toe-off was traded for a 24 degree turn; the
+    leg twisted 124 degrees to pose them). A toe 5 cm under as the foot leaves the ground: turned toes up."""
+    from fullbody_ik.rig.swing import TURN_COST, pitched, swing_lift, swing_pitch
 
     flat = np.array([[-0.05, 0.0, -0.08], [0.15, 0.0, -0.08], [0.22, 0.0, -0.08]])  # heel, ball, toe tip from
     # the ankle (the foot points along x)
@@ -961,17 +961,20 @@ def test_a_long_foot_coming_down_heel_first_turns_its_toes_down_to_clear_its_hee
         ankle = np.array([0.0, 0.0, ankle_z])
         return pitched(ankle + flat, ankle, np.radians(toes_up_deg)), ankle
 
+    def lift_of(points):
+        return swing_lift(points[None, :, 2], np.zeros((1, 3)), np.zeros(1), 3)[0]  # (a foot about to land)
+
     def chosen(points, ankle):
-        lowest = np.zeros(1)  # (the clearance the lowest sole point keeps: a foot about to land)
-        turn = swing_pitch(points[None], ankle[None], np.zeros((1, 3)), lowest, 3, np.array([0]), points[None], 30.0)
-        turned = pitched(points, ankle, turn[0])
-        return np.degrees(turn[0]), swing_lift(turned[None, :, 2], np.zeros((1, 3)), lowest, 3)[0]
+        turn = swing_pitch(points[None], ankle[None], np.zeros((1, 3)), np.zeros(1), 3, np.array([0]), points[None],
+                           30.0)[0]
+        return np.degrees(turn), lift_of(pitched(points, ankle, turn))
 
     points, ankle = foot(20.0, 0.0873)
-    assert points[0, 2] < -0.004 and points[1:, 2].min() > 0.05  # its heel 5 mm under, its toes well up
+    assert -0.006 < points[0, 2] < -0.004 and points[1:, 2].min() > 0.05  # its heel 5 mm under, its toes well up
     turn, lift = chosen(points, ankle)
-    assert -20.0 < turn < 0.0 and lift < 1e-3, (turn, lift)  # toes down about 10 degrees: clear
+    assert turn == 0.0 and lift == lift_of(points), (turn, lift)
     points, ankle = foot(-25.0, 0.12)  # pitched toes down as a foot leaves the ground: its toe tip under
-    assert points[2, 2] < 0.0 < points[0, 2]
+    assert points[2, 2] < -0.04 and points[0, 2] > 0.0
     turn, lift = chosen(points, ankle)
-    assert 0.0 < turn < 25.0 and lift < 1e-3, (turn, lift)
+    reach = np.linalg.norm(points - ankle, axis=1).max()
+    assert turn > 5.0 and lift + TURN_COST * reach * np.radians(turn) < lift_of(points), (turn, lift)
