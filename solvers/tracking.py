@@ -182,6 +182,16 @@ def _without_continuity(res, count):
     return res
 
 
+FAR = np.radians(90.0)  # an independent frame's answer turning a link more than this from its seed: another branch
+
+
+def largest_turn(tree, a, b):
+    """The largest angle (radians) between a link's world rotation in configuration ``a`` and in ``b``."""
+    W = tree.fk_batch(np.stack([np.asarray(a, dtype=float), np.asarray(b, dtype=float)]))[:, :, :3, :3]
+    cos = (np.einsum("lij,lij->l", W[0], W[1]) - 1.0) / 2.0  # trace(Ra^T Rb) = sum of elementwise products
+    return float(np.arccos(np.clip(cos, -1.0, 1.0)).max(initial=0.0))
+
+
 MAX_WORKERS = 4  # threads for frames at once by default (measured on 2 cores only: see benchmarks.footplant)
 
 
@@ -223,7 +233,13 @@ class Frames:
     Each frame is solved by ``tracker.for_frame``: the tracker's policy as for a later frame of a tracking (its
     goals and a small continuity goal toward the seed, goals alone, polish, rescue), its rng the tracker's seed +
     the frame's index, so its answer does not depend on which thread solves it or when (short of the wall-clock
-    budget). ``tree``: the frame's own (Tree.frame_copy) when its origins change from frame to frame."""
+    budget). ``tree``: the frame's own (Tree.frame_copy) when its origins change from frame to frame.
+
+    A frame whose answer turns a link more than FAR from its seed (the goals met on another branch: a leg
+    twisted half a turn where the frame before met them with the leg as posed) is solved again, as results are
+    read in order, from the answer before it as a tracking would; that answer is kept when it stays within FAR
+    of the seed and meets as many goals (``mended`` counts them). Seeded from the pose alone, some frames'
+    searches ran down to such a branch and back the next frame."""
 
     def __init__(self, tracker, workers=None):
         self.tracker = tracker
@@ -231,13 +247,16 @@ class Frames:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="fullbody_ik") if self.workers > 1 else None
         if self._pool is not None:  # compiled before the threads start (a compile in one makes the others wait)
             compiled.prepare("memetic" if tracker.method == "memetic" else "core")
-        self._results = []
+        self._results, self._inputs = [], []
+        self._read = (-1, None)  # (index, its Result): the last frame read, in order
+        self.mended = 0
 
     def __len__(self):
         return len(self._results)
 
     def submit(self, tree, objectives, seed_q):
         index = len(self._results)
+        self._inputs.append((tree, objectives, np.asarray(seed_q, dtype=float)))
         tracker = self.tracker.for_frame(tree, index, seed_q)
         if self._pool is not None:
             self._results.append(self._pool.submit(tracker.step, objectives))
@@ -254,8 +273,32 @@ class Frames:
         return self._results[index].done()
 
     def result(self, index, timeout=None):
-        """Frame ``index``'s Result (waits up to ``timeout`` s; TimeoutError after); its solve's exception, raised."""
-        return self._results[index].result(timeout)
+        """Frame ``index``'s Result (waits up to ``timeout`` s; TimeoutError after); its solve's exception, raised.
+        Read in order, a frame whose answer strays FAR from its seed is mended from the answer before it."""
+        last, before = self._read
+        if index == last:
+            return before
+        res = self._results[index].result(timeout)
+        if index == last + 1 and last >= 0:
+            res = self._mend(index, res, before.q)
+        self._read = (index, res)
+        return res
+
+    def _mend(self, index, res, before):
+        """``res``, or the frame solved again from ``before`` (the answer of the frame before it) when ``res``
+        turns a link more than FAR from the frame's seed and the new answer does not, meeting as many goals."""
+        tree, objectives, seed = self._inputs[index]
+        turn = largest_turn(tree, seed, res.q)
+        if turn <= FAR:
+            return res
+        start = time.perf_counter()
+        other = self.tracker.for_frame(tree, index, before).step(objectives)
+        other.elapsed = res.elapsed + (time.perf_counter() - start)
+        if sum(other.satisfied) >= sum(res.satisfied) and largest_turn(tree, seed, other.q) <= FAR:
+            self.mended += 1
+            return other
+        res.elapsed = other.elapsed
+        return res
 
     def close(self, cancel=False):
         """Let the threads go (``cancel``: frames not started are dropped; those running end first)."""
