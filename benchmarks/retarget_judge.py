@@ -904,6 +904,26 @@ def source_contacts(H, V, valid, fps_src, leg):
     return out, det
 
 
+def turn_acceleration(D_s, D_r, use, frames):
+    """How jerky the limbs are against the source's: each limb direction's change of turn from frame to frame,
+    |d[f+1] - 2 d[f] + d[f-1]| (radians a frame squared), over the judged frames whose neighbours are judged too;
+    the result's mean and 99th percentile over all limbs and frames as ratios of the source's, and the frames where
+    the result's exceeds the source's most."""
+    ok = use[2:] & use[1:-1] & use[:-2]
+    if not ok.any() or not D_r:
+        return None
+
+    def acc(D):
+        D = [d / np.linalg.norm(d, axis=1, keepdims=True) for d in D]
+        return np.stack([np.linalg.norm(d[2:] - 2.0 * d[1:-1] + d[:-2], axis=1)[ok] for d in D])
+    a_s, a_r = acc(D_s), acc(D_r)
+    ratio = {k: float(f(a_r) / f(a_s)) if f(a_s) > 1e-12 else None
+             for k, f in (("mean_ratio", np.mean), ("p99_ratio", lambda a: np.percentile(a, 99)))}
+    excess = np.max(a_r - a_s, axis=0)
+    worst = [[int(frames[1:-1][ok][i]), float(np.degrees(excess[i]))] for i in np.argsort(excess)[::-1][:3]]
+    return {**ratio, "worst_frames_excess_deg": worst}
+
+
 def _stats(x):
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
@@ -1217,6 +1237,8 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         for i in np.argsort(per_frame)[::-1][:5]:
             worst_frames.append([int(frames_used[i]), float(per_frame[i])])
     out["limbs_worst_frames"] = worst_frames
+    out["limb_turn_acceleration"] = turn_acceleration(
+        [S_at(D_s_full[l]) for l in limbs], [D_r[l] for l in limbs], use, fr)
 
     # ---------------------------------------------------------------- contacts (the source's, found here)
     contact_s, cdet = source_contacts(H_s, V_s, valid, fps_src, leg_s)
