@@ -39,13 +39,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _frames_options(p):
-    p.add_argument("--independent-frames", action="store_true",
-                   help="solve each frame from the clip's own pose there, not from the previous frame's answer: the "
-                        "frames are solved in parallel threads (faster with many cores; measured less smooth than "
-                        "the default tracking, see docs/design.md)")
+def _frames_options(p, independent=False):
+    """How the frames are solved; ``independent`` the job's default (retarget: each frame from the copied pose)."""
+    p.add_argument("--independent-frames", action=argparse.BooleanOptionalAction, default=independent,
+                   help="solve each frame from the clip's own pose there, not from the previous frame's answer, in "
+                        "parallel threads; --no-independent-frames tracks the previous frame's answer (default: "
+                        + ("independent, as a frame's copied pose is the nearest answer to seek from; tracking "
+                           "carried a bad pose through jumps and turns" if independent else
+                           "tracked: measured smoother than independent frames, see docs/design.md") + ")")
     p.add_argument("--threads", type=_positive_int, metavar="N",
-                   help="threads for --independent-frames (default: the cores, at most 4; FULLBODY_IK_THREADS)")
+                   help="threads for independent frames (default: the cores, at most 4; FULLBODY_IK_THREADS)")
 
 
 def _bake_options(p, command="bake"):
@@ -133,7 +136,7 @@ def _retarget_options(rt):
                     help="per frame of the contact solve")
     rt.add_argument("--max-error", type=_non_negative, default=0.01, metavar="LENGTH",
                     help="a contact further off the floor fails the job (exit 1, result kept; default 0.01)")
-    _frames_options(rt)
+    _frames_options(rt, independent=True)
     rt.add_argument("--report", metavar="PATH.png", help="save a plot of the contacts before and after")
     rt.add_argument("--json", action="store_true", help="print the report as JSON on standard output")
 
@@ -598,8 +601,7 @@ def _job(file, args, output, program=None):
         else:
             flags += [("--terrain", args.terrain), ("--feet", args.feet)]
             options += ["--keep-reference-frames"] if args.keep_reference_frames else []
-    if args.independent_frames:
-        options.append("--independent-frames")
+    options.append("--independent-frames" if args.independent_frames else "--no-independent-frames")
     for flag, value in flags:
         if value is not None:  # (one argument: a value may begin with "-", a negative frame range or a name)
             options.append(f"{flag}={value}")

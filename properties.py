@@ -135,6 +135,10 @@ class FBIK_Retarget(bpy.types.PropertyGroup):
     hands: BoolProperty(name="Hold Hands", default=False,
                         description="Hold the hands where the source's are from its pelvis (scaled): hands that touch "
                                     "the body or each other keep touching")
+    independent: BoolProperty(name="Independent Frames", default=True,
+                              description="Plant each frame's contacts from the copied pose there, not from the "
+                                          "previous frame's answer (which can carry a bad pose through jumps and "
+                                          "turns); frames in parallel threads")
 
 
 class FBIK_Props(bpy.types.PropertyGroup):

@@ -33,7 +33,8 @@ class FULLBODY_IK_OT_retarget(ArmatureOperator, bpy.types.Operator):
         options = RetargetOptions(
             self.frame_start if self.properties.is_property_set("frame_start") else None,
             self.frame_end if self.properties.is_property_set("frame_end") else None,
-            props.root, props.ik, [props.terrain.name] if props.terrain is not None else [], hands=props.hands)
+            props.root, props.ik, [props.terrain.name] if props.terrain is not None else [], hands=props.hands,
+            independent=props.independent)
         return run_job(self, context, lambda progress: retarget(context.scene, source, target, options, progress),
                        lambda r: f"Retargeting missed its contacts: {r.feet.verdict}",
                        lambda r: f"Retargeted into {r.action!r} ({len(r.mapping)} bones mapped, scale {r.scale:.3f})")

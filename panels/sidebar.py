@@ -199,6 +199,7 @@ class FULLBODY_IK_PT_retarget(_Subpanel, bpy.types.Panel):
         if props.ik:
             layout.prop(props, "terrain")
             layout.prop(props, "hands")
+            layout.prop(props, "independent")
         fb = obj.fullbody_ik
         if len(fb.bone_map):  # this character's map, edited by hand
             layout.label(text="Bone map (this armature):")

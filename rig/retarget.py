@@ -56,7 +56,8 @@ class RetargetOptions:
     source_roles: dict = None  # {role: bone} maps given by hand (default: each armature's own, else found)
     target_roles: dict = None
     feet: str = ""  # the character's feet by hand, "ANKLE:BALL,ANKLE:BALL" (default: found with its bone map)
-    independent: bool = False  # the contact solve's frames each from the copied pose, in parallel (FootOptions)
+    independent: bool = True  # the contact solve's frames each from the copied pose, in parallel (FootOptions); off:
+    # each from the previous frame's answer
     workers: int = 0
     keep_reference_frames: bool = False  # keep a clip's reference pose (CMU's first frame) in the default range
 

@@ -316,8 +316,9 @@ def test_bvh_frames_reads_the_line_endings_blenders_importer_reads(tmp_path):
 
 
 def test_a_batch_hands_its_jobs_the_frames_options_and_one_thread_each(tmp_path, monkeypatch):
-    """--independent-frames and --threads reach every file's job; without --threads a job runs its frames on one
-    thread (the files at once are the batch's parallelism)."""
+    """--independent-frames (on by default for retarget) or --no-independent-frames and --threads reach every
+    file's job; without --threads a job runs its frames on one thread (the files at once are the batch's
+    parallelism)."""
     from fullbody_ik import batchjob, cli
 
     for command, extra in (("bake", []), ("footplant", ["--terrain", "ground"]),
@@ -326,7 +327,14 @@ def test_a_batch_hands_its_jobs_the_frames_options_and_one_thread_each(tmp_path,
         options = cli._job("a.blend", args, str(tmp_path / "out.blend"))["options"]
         assert "--independent-frames" in options and "--threads=3" in options, command
         args = cli.parser().parse_args(["batch", command, *extra, "a.blend"])
-        assert "--independent-frames" not in cli._job("a.blend", args, str(tmp_path / "o.blend"))["options"]
+        options = cli._job("a.blend", args, str(tmp_path / "o.blend"))["options"]
+        default = "--independent-frames" if command == "retarget" else "--no-independent-frames"
+        assert default in options and not any(o.startswith("--threads") for o in options), command
+        # the job parses what it is handed back to the batch's choice, either way
+        args = cli.parser().parse_args(["batch", command, *extra, "--no-independent-frames", "a.blend"])
+        options = cli._job("a.blend", args, str(tmp_path / "o.blend"))["options"]
+        job = cli.parser().parse_args([command, "a.blend", *options])
+        assert job.independent_frames is False, command
     # a value that begins with "-" (a negative frame range) reaches the job as one argument
     args = cli.parser().parse_args(["batch", "bake", "a.blend", "--frames=-10--1", "--action=-walk"])
     options = cli._job("a.blend", args, str(tmp_path / "out.blend"))["options"]
