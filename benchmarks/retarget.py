@@ -73,7 +73,7 @@ def measure(bpy, tgt, frames, contacts, unit):
             "toe_mm_spread": 1e3 * unit * float(np.ptp(toes))}
 
 
-def run_case(bpy, source, target, max_frames):
+def run_case(bpy, source, target, max_frames, independent=True):
     from fullbody_ik.rig.feet import find_feet
     from fullbody_ik.rig.soles import sample_motion
     from fullbody_ik.rig.humanoid import map_humanoid
@@ -86,7 +86,8 @@ def run_case(bpy, source, target, max_frames):
         frames = list(range(first, min(last, first + max_frames - 1) + 1))
         motion = sample_motion(bpy.context.scene, src, find_feet(src), frames)
         t0 = time.perf_counter()
-        report = retarget(bpy.context.scene, src, tgt, RetargetOptions(frames[0], frames[-1], ik=ik))
+        options = RetargetOptions(frames[0], frames[-1], ik=ik, independent=independent)
+        report = retarget(bpy.context.scene, src, tgt, options)
         seconds = time.perf_counter() - t0
         ht, hs = map_humanoid(tgt), map_humanoid(src)
         unit = 0.9 / ht.hip_height(tgt)  # lengths as for a character with a 0.9 m hip height
@@ -128,6 +129,9 @@ def main():
     ap.add_argument("--sources", default=",".join(SOURCES))
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--frames", type=int, default=240)
+    ap.add_argument("--no-independent-frames", dest="independent", action="store_false",
+                    help="track each frame from the previous frame's answer (default: independent frames, as the "
+                         "product)")
     args = ap.parse_args()
     prepare_compiled()
     import bpy
@@ -141,13 +145,14 @@ def main():
                 r["violations"], f"{r['copy_ms']:.1f} / {r['ours_ms']:.1f}"]
 
     results, rows = run_cases(args.sources.split(","), args.targets.split(","),
-                              lambda s, t: run_case(bpy, s, t, args.frames), row, 9)
+                              lambda s, t: run_case(bpy, s, t, args.frames, args.independent), row, 9)
     headers = ["source", "target", "frames", "ok", "skate mm/frame (source scaled / copy / ours)",
                "toe tip over the floor at contacts mm, mean ± half spread (copy / ours)", "leg accel ratio (copy / ours)",
                "limit violations", "ms/frame (copy / ours)"]
     print(table(rows, headers))
-    write("retarget", {"results": results, "rows": rows, "headers": headers},
-          f"python -m fullbody_ik.benchmarks.retarget --frames {args.frames}")
+    write("retarget" if args.independent else "retarget_tracked", {"results": results, "rows": rows, "headers": headers},
+          f"python -m fullbody_ik.benchmarks.retarget --frames {args.frames}"
+          + ("" if args.independent else " --no-independent-frames"))
 
 
 if __name__ == "__main__":

@@ -904,6 +904,15 @@ def source_contacts(H, V, valid, fps_src, leg):
     return out, det
 
 
+POP_OVER_NEIGHBOURS = 2.0  # a pop: an ankle's move in a frame at least this many times its neighbours' median
+
+
+def neighbourhood_median(x, k):
+    """(n,) each value's neighbours' median: the values within ``k`` places of it, itself left out."""
+    return np.array([np.median(np.delete(x[max(0, i - k):i + k + 1], min(i, k))) if len(x) > 1 else 0.0
+                     for i in range(len(x))])
+
+
 def turn_acceleration(D_s, D_r, use, frames):
     """How jerky the limbs are against the source's: each limb direction's change of turn from frame to frame,
     |d[f+1] - 2 d[f] + d[f-1]| (radians a frame squared), over the judged frames whose neighbours are judged too;
@@ -1283,10 +1292,13 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         sk_r = np.linalg.norm(np.diff(a_r[:, :2], axis=0) - step_r, axis=1)[both] * U
         sk_s = np.linalg.norm(np.diff(a_s[:, :2], axis=0) - step_s, axis=1)[both] * U * scale
         sk_worst = [[int(fr[1:][both][i]), float(sk_r[i])] for i in np.argsort(sk_r)[::-1][:3]] if len(sk_r) else []
-        # the ankle's longest move from one frame to the next against the scaled source's (a pop shows)
+        # the ankle's longest move from one frame to the next against the scaled source's; a pop is such a move
+        # that stands out of the moves around it (a fast swing of a longer stride is no pop)
         both_used = use[1:] & use[:-1]
-        st_r = np.linalg.norm(np.diff(a_r, axis=0), axis=1)[both_used] * U
+        steps = np.linalg.norm(np.diff(a_r, axis=0), axis=1) * U
+        st_r = steps[both_used]
         st_s = np.linalg.norm(np.diff(a_s, axis=0), axis=1)[both_used] * U * scale
+        pops = both_used & (steps > POP_OVER_NEIGHBOURS * neighbourhood_median(steps, 3))
         # ankle height over ground and its spread over each contact
         g_a = G.height(a_r[:, :2])
         h_r = a_r[:, 2] - g_a
@@ -1358,7 +1370,9 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
             "swing_peaks": peaks,
             "ankle_step_mm": {"max": float(st_r.max()) if len(st_r) else None,
                               "frame": int(fr[1:][both_used][int(np.argmax(st_r))]) if len(st_r) else None,
-                              "source_scaled_max": float(st_s.max()) if len(st_s) else None},
+                              "source_scaled_max": float(st_s.max()) if len(st_s) else None,
+                              "pop_max": float(steps[pops].max()) if pops.any() else None,
+                              "pop_frame": int(fr[1:][pops][int(np.argmax(steps[pops]))]) if pops.any() else None},
             "swing_ratio": {"median": float(np.median(ratios)) if ratios else None,
                             "min": float(np.min(ratios)) if ratios else None,
                             "max": float(np.max(ratios)) if ratios else None, "n": len(ratios)},
@@ -1454,8 +1468,9 @@ def _aims(out):
         if r is not None and not (lo <= r <= hi):
             miss.append(f"{s} swing heel peak ratio {r:.2f} outside {lo}-{hi}")
         j = f["ankle_step_mm"]
-        if j["max"] is not None and j["max"] > AIMS["ankle_step_ratio"] * j["source_scaled_max"]:
-            miss.append(f"{s} ankle moves {j['max']:.1f} mm in a frame (frame {j['frame']}) > "
+        pop, frame = (j["pop_max"], j["pop_frame"]) if "pop_max" in j else (j["max"], j["frame"])
+        if pop is not None and pop > AIMS["ankle_step_ratio"] * j["source_scaled_max"]:
+            miss.append(f"{s} ankle pops {pop:.1f} mm in a frame (frame {frame}) > "
                         f"{AIMS['ankle_step_ratio']}x the source's fastest {j['source_scaled_max']:.1f}")
         c = f["clearance_diff_mm"]["p95_abs"]
         if c is not None and c > clearance_mm:
