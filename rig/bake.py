@@ -17,7 +17,7 @@ import numpy as np
 
 from ..solvers import Orientation, Pose, Position
 from ..solvers.blas import single_thread_blas
-from ..solvers.tracking import FAR, Frames
+from ..solvers.tracking import FAR, JUMP, Frames
 from .armature import (
     RigError, ShownState, bone_scales, channelbags, frame_origins, limit_violations, poses_from_basis,
     read_frame_input, read_pose, rotation_channels, rotation_path, scaled_bones, shown_matrices, shown_state,
@@ -799,7 +799,8 @@ class Baker:
         report.notes = [n for n in (self.outside, self.between) if n]
         if self.pool is not None and self.pool.mended:
             report.notes.append(f"{counted(self.pool.mended, 'frame')} solved again from the frame before: solved from "
-                                f"the action's own pose, a bone turned more than {np.degrees(FAR):.0f} degrees from it")
+                                f"the action's own pose, a bone turned more than {np.degrees(FAR):.0f} degrees from it, "
+                                f"or {np.degrees(JUMP):.0f} degrees more from the frame before than the action does")
         report.turns = self._turns()
         report.max_change = self.options.max_change
         solved = set(self.mapping.bones)  # (those the chains pass through: a goal's own bone turns what hangs

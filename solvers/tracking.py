@@ -183,13 +183,20 @@ def _without_continuity(res, count):
 
 
 FAR = np.radians(90.0)  # an independent frame's answer turning a link more than this from its seed: another branch
+JUMP = np.radians(10.0)  # ... or turning a link this much more from the frame before's answer than its seed turns
+SLACK = np.radians(15.0)  # how much further from its seed a mended answer may be than the frame's own
+
+
+def link_turns(tree, a, b):
+    """(links,) the angle (radians) between each link's world rotation in configuration ``a`` and in ``b``."""
+    W = tree.fk_batch(np.stack([np.asarray(a, dtype=float), np.asarray(b, dtype=float)]))[:, :, :3, :3]
+    cos = (np.einsum("lij,lij->l", W[0], W[1]) - 1.0) / 2.0  # trace(Ra^T Rb) = sum of elementwise products
+    return np.arccos(np.clip(cos, -1.0, 1.0))
 
 
 def largest_turn(tree, a, b):
     """The largest angle (radians) between a link's world rotation in configuration ``a`` and in ``b``."""
-    W = tree.fk_batch(np.stack([np.asarray(a, dtype=float), np.asarray(b, dtype=float)]))[:, :, :3, :3]
-    cos = (np.einsum("lij,lij->l", W[0], W[1]) - 1.0) / 2.0  # trace(Ra^T Rb) = sum of elementwise products
-    return float(np.arccos(np.clip(cos, -1.0, 1.0)).max(initial=0.0))
+    return float(link_turns(tree, a, b).max(initial=0.0))
 
 
 MAX_WORKERS = 4  # threads for frames at once by default (measured on 2 cores only: see benchmarks.footplant)
@@ -235,11 +242,11 @@ class Frames:
     the frame's index, so its answer does not depend on which thread solves it or when (short of the wall-clock
     budget). ``tree``: the frame's own (Tree.frame_copy) when its origins change from frame to frame.
 
-    A frame whose answer turns a link more than FAR from its seed (the goals met on another branch: a leg
-    twisted half a turn where the frame before met them with the leg as posed) is solved again, as results are
-    read in order, from the answer before it as a tracking would; that answer is kept when it stays within FAR
-    of the seed and meets as many goals (``mended`` counts them). Seeded from the pose alone, some frames'
-    searches ran down to such a branch and back the next frame."""
+    A frame whose answer strays (its goals met on another branch: a leg twisted half a turn where the frame
+    before met them with the leg as posed, or turned 20 degrees away and back over two frames) is solved again,
+    as results are read in order, from the answer before it as a tracking would (_mend; ``mended`` counts the
+    answers kept). Seeded from the pose alone, some frames' searches ran down to such a branch and back the
+    next frame."""
 
     def __init__(self, tracker, workers=None):
         self.tracker = tracker
@@ -286,15 +293,21 @@ class Frames:
 
     def _mend(self, index, res, before):
         """``res``, or the frame solved again from ``before`` (the answer of the frame before it) when ``res``
-        turns a link more than FAR from the frame's seed and the new answer does not, meeting as many goals."""
+        strays: it turns a link more than FAR from the frame's seed, or JUMPs from ``before`` (a link turning
+        that much more than the seeds turn from frame to frame: another of the goals' answers, for a frame or
+        two). The new answer is kept when it meets as many goals, jumps less, and stays within FAR of the seed
+        and within SLACK of how far ``res`` is from it (a bad answer before is not carried on)."""
         tree, objectives, seed = self._inputs[index]
-        turn = largest_turn(tree, seed, res.q)
-        if turn <= FAR:
+        moves = link_turns(tree, self._inputs[index - 1][2], seed)
+        far, jump = largest_turn(tree, seed, res.q), float(np.max(link_turns(tree, before, res.q) - moves))
+        if far <= FAR and jump <= JUMP:
             return res
         start = time.perf_counter()
         other = self.tracker.for_frame(tree, index, before).step(objectives)
         other.elapsed = res.elapsed + (time.perf_counter() - start)
-        if sum(other.satisfied) >= sum(res.satisfied) and largest_turn(tree, seed, other.q) <= FAR:
+        other_far = largest_turn(tree, seed, other.q)
+        if sum(other.satisfied) >= sum(res.satisfied) and other_far <= min(FAR, far + SLACK) and \
+                float(np.max(link_turns(tree, before, other.q) - moves)) < jump:
             self.mended += 1
             return other
         res.elapsed = other.elapsed
