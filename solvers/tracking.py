@@ -281,13 +281,15 @@ class Frames:
 
     def result(self, index, timeout=None):
         """Frame ``index``'s Result (waits up to ``timeout`` s; TimeoutError after); its solve's exception, raised.
-        Read in order, a frame whose answer strays FAR from its seed is mended from the answer before it."""
+        Read in order, a frame whose answer strays is mended from the answer before it (_mend)."""
         last, before = self._read
         if index == last:
             return before
         res = self._results[index].result(timeout)
         if index == last + 1 and last >= 0:
             res = self._mend(index, res, before.q)
+        self._inputs[index] = (None, None, self._inputs[index][2])  # (its tree copy and goals let go: a long clip's
+        # would all be kept; the next frame's mend needs its seed)
         self._read = (index, res)
         return res
 

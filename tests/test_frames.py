@@ -154,3 +154,24 @@ def test_a_frame_whose_answer_strays_from_its_seed_or_jumps_is_solved_again_from
             assert largest_turn(tree, seed_q, k.q) <= min(FAR, far[i] + SLACK)
             assert float(np.max(link_turns(tree, kept[i - 1].q, k.q) - moves)) < jump
             assert sum(k.satisfied) >= sum(d.satisfied) and _met(tree, goals, k.q)
+
+
+def test_a_frame_read_lets_its_tree_copy_go():
+    """Each frame's tree copy (and goals) is let go once the frame is read: a long clip's would all be kept."""
+    import gc
+    import weakref
+
+    tree, first, frames = _clip(3, count=6)
+    for workers in (1, 2):
+        pool = Frames(Tracker(tree, "lm", time_limit=1.0, seed=5), workers)
+        copies = []
+        for origin, goals, seed_q in frames:
+            tree.set_origins([first], origin)
+            copy = tree.frame_copy()
+            copies.append(weakref.ref(copy))
+            pool.submit(copy, goals, seed_q)
+            del copy
+        results = [pool.result(i) for i in range(len(frames))]
+        pool.close()
+        gc.collect()
+        assert len(results) == len(frames) and all(ref() is None for ref in copies), workers
