@@ -28,7 +28,7 @@ from .foot_report import FEET_REPORT_PROPERTY, FootReport, foot_metrics, side_vi
 from .knees import knee_limits
 from .reading import one_job_each_call
 from .soles import plane_normal, sample_motion, sole_probes, untouched_feet
-from .swing import carried, pitched, smoothstep, swing_lift, swing_pitch, swing_to
+from .swing import carried, pitched, slope_limited, smoothstep, swing_lift, swing_pitch, swing_to
 from .terrain import Terrain
 from .toes import HALF_LIFE, bend_track, joined, on_its_tip, rolled_onto_toes
 
@@ -322,9 +322,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         for x, y in runs(np.isin(np.arange(F), air)):
             k = np.searchsorted(air, [x, y + 1])
             part = lift[k[0]:k[1]]
-            t = np.arange(len(part))
-            cone = (part[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)  # >= part, slope-limited
-            lift[k[0]:k[1]] = np.maximum(moving(cone[:, None], 3, np.mean)[:, 0], part)
+            lift[k[0]:k[1]] = np.maximum(moving(slope_limited(part, slope)[:, None], 3, np.mean)[:, 0], part)
         targets[air[:, None], np.array(cols)[None, :], 2] += lift[:, None]
     # A foot with no terrain under any of its points (walked off the mesh) is left as the source's there, eased
     # out of and back into its placement over a third of a second; a foot partly over an edge stands on what

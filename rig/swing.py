@@ -90,12 +90,17 @@ def swing_pitch(probes, ankles, terrain, lowest, P, air, points, fps):
     slope = np.radians(90.0) / max(fps, 1.0)
     for x, y in runs(np.isin(np.arange(air.max() + 1 if len(air) else 0), air)):
         k = np.searchsorted(air, [x, y + 1])
-        t = np.arange(k[1] - k[0])
-        # each way eased apart (a cone under every frame's turn), so a turn up and one down meet continuously
-        up, down = (np.maximum(sign * out[k[0]:k[1]], 0.0) for sign in (1.0, -1.0))
-        out[k[0]:k[1]] = ((up[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
-                          - (down[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1))
+        # each way eased apart, so a turn up and one down meet continuously
+        part = out[k[0]:k[1]]
+        out[k[0]:k[1]] = slope_limited(np.maximum(part, 0.0), slope) - slope_limited(np.maximum(-part, 0.0), slope)
     return out
+
+
+def slope_limited(x, slope):
+    """(n,) the least values at or above ``x`` (n,) that change by at most ``slope`` from one place to the next (a
+    cone under every value: a turn or lift eased in and out around its peak)."""
+    t = np.arange(len(x))
+    return (x[None, :] - slope * np.abs(t[:, None] - t[None, :])).max(axis=1)
 
 
 def smoothstep(x):

@@ -187,11 +187,16 @@ JUMP = np.radians(10.0)  # ... or turning a link this much more from the frame b
 SLACK = np.radians(15.0)  # how much further from its seed a mended answer may be than the frame's own
 
 
+def _turns(Ra, Rb):
+    """(links,) the angle (radians) between world rotations Ra and Rb (links, 3, 3), link by link."""
+    cos = (np.einsum("lij,lij->l", Ra, Rb) - 1.0) / 2.0  # trace(Ra^T Rb) = sum of elementwise products
+    return np.arccos(np.clip(cos, -1.0, 1.0))
+
+
 def link_turns(tree, a, b):
     """(links,) the angle (radians) between each link's world rotation in configuration ``a`` and in ``b``."""
     W = tree.fk_batch(np.stack([np.asarray(a, dtype=float), np.asarray(b, dtype=float)]))[:, :, :3, :3]
-    cos = (np.einsum("lij,lij->l", W[0], W[1]) - 1.0) / 2.0  # trace(Ra^T Rb) = sum of elementwise products
-    return np.arccos(np.clip(cos, -1.0, 1.0))
+    return _turns(W[0], W[1])
 
 
 def largest_turn(tree, a, b):
@@ -300,16 +305,19 @@ class Frames:
         two). The new answer is kept when it meets as many goals, jumps less, and stays within FAR of the seed
         and within SLACK of how far ``res`` is from it (a bad answer before is not carried on)."""
         tree, objectives, seed = self._inputs[index]
-        moves = link_turns(tree, self._inputs[index - 1][2], seed)
-        far, jump = largest_turn(tree, seed, res.q), float(np.max(link_turns(tree, before, res.q) - moves))
+        # (one FK pass: the seed before, this seed, the answer before, this answer)
+        R_seed_before, R_seed, R_before, R_res = tree.fk_batch(np.stack([self._inputs[index - 1][2], seed, before,
+                                                                          res.q]))[:, :, :3, :3]
+        moves = _turns(R_seed_before, R_seed)
+        far, jump = float(_turns(R_seed, R_res).max()), float(np.max(_turns(R_before, R_res) - moves))
         if far <= FAR and jump <= JUMP:
             return res
         start = time.perf_counter()
         other = self.tracker.for_frame(tree, index, before).step(objectives)
         other.elapsed = res.elapsed + (time.perf_counter() - start)
-        other_far = largest_turn(tree, seed, other.q)
-        if sum(other.satisfied) >= sum(res.satisfied) and other_far <= min(FAR, far + SLACK) and \
-                float(np.max(link_turns(tree, before, other.q) - moves)) < jump:
+        R_other = tree.fk_batch(other.q[None])[0, :, :3, :3]
+        if sum(other.satisfied) >= sum(res.satisfied) and _turns(R_seed, R_other).max() <= min(FAR, far + SLACK) and \
+                float(np.max(_turns(R_before, R_other) - moves)) < jump:
             self.mended += 1
             return other
         res.elapsed = other.elapsed
