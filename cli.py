@@ -552,7 +552,7 @@ def _clip_warnings(scene, clip, resampled=False):
     keys one clip frame a scene frame)."""
     if clip is None:
         return []
-    from .rig.bake import frame_ranges
+    from .rig.bake_report import frame_ranges
 
     declared, held, step, broken = clip
     out = []

@@ -11,7 +11,8 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from ..registration import register_classes, unregister_classes
 from ..rig import RigError
-from ..rig.bake import REPORT_TEXT, BakeOptions, Baker
+from ..rig.bake import BakeOptions, Baker
+from ..rig.bake_report import REPORT_TEXT
 from ..rig.hints import counted
 from .common import active_armature, armature_problem, progress_bar
 

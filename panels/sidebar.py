@@ -8,7 +8,7 @@ import bpy
 from bl_operators.presets import AddPresetBase
 
 from ..registration import register_classes, unregister_classes
-from ..rig.bake import report_summary
+from ..rig.bake_report import report_summary
 from ..solvers import compiled
 
 PRESET_SUBDIR = os.path.join("fullbody_ik", "solver")

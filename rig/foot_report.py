@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .bake import frame_ranges, summary_lines
+from .bake_report import frame_ranges, summary_lines
 from .contacts import runs
 from .soles import plane_normal, sole_probes
 

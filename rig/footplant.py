@@ -20,7 +20,8 @@ import numpy as np
 
 from ..solvers.rotations import exp_so3, log_so3, turn_between
 from .armature import RigError
-from .bake import BakeOptions, Baker, check_bake, keep_report, outside_warning
+from .bake import BakeOptions, Baker, check_bake, outside_warning
+from .bake_report import keep_report
 from .contacts import CONTACT_PREFIX, frames_to, moving, runs, write_contacts
 from .feet import find_feet
 from .foot_goals import FootGoals, driven_by_rig, rig_controls

@@ -21,6 +21,7 @@ import numpy as np
 from ..solvers.rotations import turn_between, unit
 from .armature import RigError, _matrices, rotation_channels, rotation_path
 from .bake import outside_warning
+from .bake_report import REPORT_PROPERTY, REPORT_TEXT
 from .contacts import rise_over_stances
 from .evaluation import evaluating_only
 from .foot_goals import driven_by_rig
@@ -28,6 +29,7 @@ from .soles import sample_motion
 from .feet import find_feet, standing_turn
 from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers, palm
 from .humanoid import SIDES, map_humanoid
+from .keys import write_keys
 from .reading import one_job_each_call
 from .retarget_feet import (feet_spec, feet_travel, foot_pitch_scaled, humanoid_feet, long_feet, planted_travel,
                             standing_tilts)
@@ -348,6 +350,56 @@ class RetargetReport:
         return "\n".join(lines)
 
 
+def _read_source(scene, source, S, hs, frames, lying, progress=None):
+    """The source over ``frames`` (world): its mapped bones' rotations (F, bones, 3, 3), pelvis heads (F, 3), hands
+    (F, 2, 3: the forearm's end where it has no hand), its most upright frame (how upright, frame, pose: read where
+    its rest is ``lying``, else (-inf, None, None)) and its Motion (soles and contacts)."""
+    s_hands = [S.index[hs.bone(f"{s} hand") or hs.bone(f"{s} forearm")] for s in SIDES]
+    s_pelvis = S.index[hs.bone("pelvis")]
+    F = len(frames)
+    Rs = np.zeros((F, len(S.names), 3, 3))
+    heads, hands = np.zeros((F, 3)), np.zeros((F, 2, 3))
+    upright = (-np.inf, None, None)
+    with evaluating_only(scene, [source]):  # (the source alone is read, in one go, its contacts too)
+        for i, f in enumerate(frames):
+            scene.frame_set(f)
+            Rs[i], Ps = S.world()
+            heads[i], hands[i] = Ps[s_pelvis], Ps[s_hands]
+            if lying and i % max(1, F // 60) == 0:
+                M = S.posed()
+                upright = max(upright, (S.standing(M), f, M), key=lambda u: u[0])
+            if progress:
+                progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
+        motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
+    return Rs, heads, hands, upright, motion
+
+
+def take_frames(scene, source, options):
+    """(frames, reference frames left out, why) of the source's action to retarget: the options' range, its ends
+    the action's where not given, less the poses held apart from the take at an end not given (CMU's first frame,
+    a calibration T-pose: takes.reference_frames) unless ``keep_reference_frames``. RigError for a range that is
+    inverted or wholly outside the action."""
+    action = source.animation_data.action
+    a0, a1 = (int(round(f)) for f in action.frame_range)
+    first = a0 if options.frame_start is None else options.frame_start
+    last = a1 if options.frame_end is None else options.frame_end
+    reference, why = [], ""
+    if (options.frame_start is None or options.frame_end is None) and not options.keep_reference_frames:
+        with evaluating_only(scene, [source]):  # (a range's end given by hand is kept)
+            reference, why = reference_frames(scene, source, a0, a1)
+        middle = (a0 + a1) / 2
+        reference = [f for f in reference if options.frame_start is None and f < middle
+                     or options.frame_end is None and f > middle]
+        take = [f for f in range(first, last + 1) if f not in reference]
+        first, last = (take[0], take[-1]) if take else (first, last)
+    if last < first:
+        raise RigError(f"inverted frame range {first}-{last}")
+    if last < a0 or first > a1:  # (every frame would hold the clip's first or last pose: a still, not a retarget)
+        raise RigError(f"frames {first}-{last} are all outside the source's action {action.name!r} (frames "
+                       f"{a0}-{a1}): choose frames within it")
+    return list(range(first, last + 1)), reference, why
+
+
 @one_job_each_call  # (the feet are read for mapping, scaling and planting: once each armature)
 def retarget(scene, source, target, options=None, progress=None):
     """Retarget ``source``'s action onto ``target`` (armature objects in ``scene``); returns a RetargetReport.
@@ -355,7 +407,6 @@ def retarget(scene, source, target, options=None, progress=None):
     import bpy
     from bpy_extras import anim_utils
 
-    from .bake import write_keys
 
     options = options or RetargetOptions()
     if options.root not in ROOT_MODES:
@@ -370,24 +421,8 @@ def retarget(scene, source, target, options=None, progress=None):
     if ad is None or ad.action is None:
         raise RigError(f"the source {source.name!r} has no action to retarget")
     src_action = ad.action
-    a0, a1 = (int(round(f)) for f in src_action.frame_range)
-    first = a0 if options.frame_start is None else options.frame_start
-    last = a1 if options.frame_end is None else options.frame_end
-    reference, reference_why = [], ""
-    if (options.frame_start is None or options.frame_end is None) and not options.keep_reference_frames:
-        with evaluating_only(scene, [source]):  # (a range's end given by hand is kept)
-            reference, reference_why = reference_frames(scene, source, a0, a1)
-        middle = (a0 + a1) / 2
-        reference = [f for f in reference if options.frame_start is None and f < middle
-                     or options.frame_end is None and f > middle]
-        take = [f for f in range(first, last + 1) if f not in reference]
-        first, last = (take[0], take[-1]) if take else (first, last)
-    if last < first:
-        raise RigError(f"inverted frame range {first}-{last}")
-    if last < a0 or first > a1:  # (every frame would hold the clip's first or last pose: a still, not a retarget)
-        raise RigError(f"frames {first}-{last} are all outside the source's action {src_action.name!r} (frames "
-                       f"{a0}-{a1}): choose frames within it")
-    frames = list(range(first, last + 1))
+    frames, reference, reference_why = take_frames(scene, source, options)
+    first, last = frames[0], frames[-1]
     hs = map_humanoid(source, options.source_roles or stored_roles(source))
     ht = map_humanoid(target, options.target_roles or stored_roles(target))
     if options.feet:  # the feet given by hand replace the mapped ones
@@ -414,25 +449,9 @@ def retarget(scene, source, target, options=None, progress=None):
         if handless:
             raise RigError(f"hands held where the source's are: {', '.join(handless)} has no hand bone (its arm ends "
                            "at the forearm); retarget without holding the hands")
-    s_hands = [S.index[hs.bone(f"{s} hand") or hs.bone(f"{s} forearm")] for s in SIDES]
-    s_pelvis = S.index[hs.bone("pelvis")]
-    # The source over the frames (world): its mapped bones' rotations, pelvis, hands, lower ankle.
     F = len(frames)
-    Rs = np.zeros((F, len(S.names), 3, 3))
-    source_heads, source_hands = np.zeros((F, 3)), np.zeros((F, 2, 3))
     lying = S.standing() < UPRIGHT  # a clip whose rest is no standing pose (Bandai Namco's lies along X)
-    upright = (-np.inf, None, None)  # (how upright, frame, pose) of the take's most upright frame
-    with evaluating_only(scene, [source]):  # (the source alone is read, in one go, its contacts too)
-        for i, f in enumerate(frames):
-            scene.frame_set(f)
-            Rs[i], Ps = S.world()
-            source_heads[i], source_hands[i] = Ps[s_pelvis], Ps[s_hands]
-            if lying and i % max(1, F // 60) == 0:
-                M = S.posed()
-                upright = max(upright, (S.standing(M), f, M), key=lambda u: u[0])
-            if progress:
-                progress(0.2 * (i + 1) / F)  # the rotation copy: a fifth of the work
-        motion = sample_motion(scene, source, humanoid_feet(source, hs), frames)  # its contacts
+    Rs, source_heads, source_hands, upright, motion = _read_source(scene, source, S, hs, frames, lying, progress)
     rest_note = ""
     if lying and upright[2] is not None:  # its reference: the frame where it stands most upright
         rest_note = (f"the source's rest pose does not stand (uprightness {S.standing():.2f} of 1): frame "
@@ -572,7 +591,8 @@ def retarget(scene, source, target, options=None, progress=None):
         report.warnings.append(f"the character's feet are {ratio:.1f} times as long for its legs as the source's: "
                                "their pitch is scaled down so that its heels rise, for its legs, as the source's "
                                "do")
-    outside = outside_warning(frames, (a0, a1), f"the action {src_action.name!r} spans", "retarget")
+    span = tuple(int(round(f)) for f in src_action.frame_range)
+    outside = outside_warning(frames, span, f"the action {src_action.name!r} spans", "retarget")
     report.warnings += [outside] if outside else []
     if options.ik:
         held = {}
@@ -609,7 +629,6 @@ def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_worl
     the rotation copy is replaced by the planted action, which takes its name."""
     import bpy
 
-    from .bake import REPORT_PROPERTY, REPORT_TEXT
     from .contacts import write_contacts
     from .foot_report import FEET_REPORT_PROPERTY
     from .footplant import FootOptions, foot_placement

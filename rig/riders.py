@@ -10,6 +10,7 @@ import numpy as np
 from .armature import rotation_channels, rotation_path
 from .evaluation import evaluating_only
 from .humanoid import SIDES
+from .keys import write_keys
 
 NEAR = 0.1  # of the character's height: a rider's head this near its anchor's head
 
@@ -44,7 +45,6 @@ def key_riders(scene, obj, riders, action, slot, frames):
     the anchor on each of ``frames``."""
     from bpy_extras import anim_utils
 
-    from .bake import write_keys
 
     if not riders:
         return

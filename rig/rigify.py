@@ -8,6 +8,7 @@ from .armature import rotation_channels, rotation_path
 from .controls import armature_size
 from .evaluation import evaluating_only
 from .humanoid import SIDES
+from .keys import write_keys
 
 
 def rigify_controls(obj, h):
@@ -180,7 +181,6 @@ def _write(obj, basis, props, frames):
     IK_FK switches at ``frames``, on the rig's action."""
     from bpy_extras import anim_utils
 
-    from .bake import write_keys
 
     ad = obj.animation_data
     bag = anim_utils.action_ensure_channelbag_for_slot(ad.action, ad.action_slot)

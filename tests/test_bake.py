@@ -13,8 +13,9 @@ bpy = pytest.importorskip("bpy")
 import fullbody_ik  # noqa: E402
 from mathutils import Matrix, Vector  # noqa: E402
 from fullbody_ik.rig import RigError  # noqa: E402
-from fullbody_ik.rig.bake import (REPORT_PROPERTY, REPORT_TEXT, BakeOptions, Baker, frame_ranges,  # noqa: E402
-                                  simplify)
+from fullbody_ik.rig.bake import BakeOptions, Baker  # noqa: E402
+from fullbody_ik.rig.bake_report import REPORT_PROPERTY, REPORT_TEXT, frame_ranges  # noqa: E402
+from fullbody_ik.rig.keys import simplify  # noqa: E402
 
 FRAMES = (1, 24)
 
@@ -107,7 +108,7 @@ def test_bake_keys_follow_an_animated_target_in_a_new_action(scene):
     assert report["summary"]["frames"] == 24 and report["summary"]["violations"] == 0
     assert len(report["per_frame"]["errors"]) == 24 and report["goals"][0]["label"] == "position b2 tail"
     assert "frames with every goal within its tolerance: 24/24" in bpy.data.texts[REPORT_TEXT].as_string()
-    from fullbody_ik.rig.bake import report_summary
+    from fullbody_ik.rig.bake_report import report_summary
 
     assert report_summary(new)[0] == "Baked 24 frames, 24 with every goal met"  # what the sidebar shows
     assert report_summary(source) == []
@@ -618,7 +619,7 @@ def test_frames_past_the_animation_are_named_in_the_report(scene):
                                "and the targets' actions span frames 1-24), where everything holds its last pose. A "
                                "frame range longer than the clip?"], report["notes"]
     assert "  note: 16 frames (25-40) after it: outside" in bpy.data.texts[REPORT_TEXT].as_string()
-    from fullbody_ik.rig.bake import report_summary
+    from fullbody_ik.rig.bake_report import report_summary
 
     assert any(line.startswith("Note: 16 frames (25-40)") for line in report_summary(obj.animation_data.action))
     obj.animation_data.action = bpy.data.actions[report["source_action"]]
