@@ -39,6 +39,9 @@ from .takes import reference_frames
 
 ROOT_MODES = ("scaled", "kept", "in_place", "from_feet")
 SLIDE_SLACK = 0.25  # hips' heights a second: a copy's standing foot sliding slower is left to the foot placement
+# Degrees below level past which a foot's ankle-to-toe line, in a reference taken from the take, is matched as it
+# points (_Skeleton.swinging_feet), not as a foot standing flat.
+STEEP_FOOT = 45.0
 UPRIGHT = 0.8  # a reference pose stands when its legs and its spine rise at least this much of their length
 NEXT_JOINT = {"thigh": "shin", "shin": "foot", "shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand",
               "neck": "head"}  # a limb bone's direction: toward the head of the bone that follows it
@@ -197,9 +200,10 @@ class _Skeleton:
             out.append(self.index[c.name])
         return out
 
-    def body_frames(self):
+    def body_frames(self, as_pointed=()):
         """Rest frames of the pelvis (right: left to right thigh; up: to the chest), the chest (right: left to
-        right upper arm; up: to the head) and each foot (forward: ankle to toe, up: the world's)."""
+        right upper arm; up: to the head) and each foot (forward: ankle to toe, up: the world's; on the sides of
+        ``as_pointed``, as the foot points: _pointing)."""
         _, P = self.rest_world()
         at = lambda role: P[self.index[self.h.bone(role)]]  # noqa: E731
         top = at(self.h.bone("head") and "head" or "neck") if (self.h.bone("head") or self.h.bone("neck")) else \
@@ -219,6 +223,36 @@ class _Skeleton:
                     forward = sole
             up = np.array([0.0, 0.0, 1.0])
             out[f"{s} foot"] = np.column_stack([unit(np.cross(forward, up)), unit(forward), up])
+            if s in as_pointed and self._pointing(s) is not None:
+                out[f"{s} foot"] = self._pointing(s)
+        return out
+
+    def _pointing(self, side):
+        """The frame (right: the ankle's axis across the foot; forward: ankle to toe; up) of a foot as it points in
+        the reference pose, whatever its pitch; None for a foot along its shin (no axis to read)."""
+        _, P = self.rest_world()
+        ankle, knee = P[self.index[self.h.bone(f"{side} foot")]], P[self.index[self.h.bone(f"{side} shin")]]
+        toe = self.h.bone(f"{side} toe")
+        along = unit(self.tail(self.index[toe or self.h.bone(f"{side} foot")]) - ankle)
+        hinge = np.cross(ankle - knee, along)
+        if np.linalg.norm(hinge) < 0.2 * np.linalg.norm(ankle - knee):
+            return None
+        right = unit(hinge)
+        return np.column_stack([right, along, np.cross(right, along)])
+
+    def swinging_feet(self):
+        """The sides whose foot, in a reference taken from the take (not a standing rest), points down steeply or
+        back (a run's foot, on its toes or swinging toes down behind the body): matched as it points (body_frames),
+        not as standing flat with its heading flattened (which turns a foot pointing back round, and tilts the
+        character's foot by how far the source's stands on its toes)."""
+        out = []
+        for side in SIDES if self.ref_frame is not None else ():
+            frame = self._pointing(side)
+            if frame is None:
+                continue
+            along, level = frame[:, 1], np.cross(np.array([0.0, 0.0, 1.0]), frame[:, 0])  # (toes when it stands)
+            if along[2] < -np.sin(np.radians(STEEP_FOOT)) or along @ level < 0.0:
+                out.append(side)
         return out
 
     def hip_height(self):
@@ -265,14 +299,15 @@ def _pairs(source, hs, target, ht):
     return out
 
 
-def _alignments(S, T, pairs):
+def _alignments(S, T, pairs, pointed=()):
     """{role: A}, the world turn taking the target's reference pose of a mapped bone onto the source's: the
     pelvis's, chest's and feet's from their body frames; a limb bone's turned with the body it hangs from (the
     pelvis's or the chest's: its twist follows the way the body faces), then onto the source's direction to its
     next joint. A bone with nothing after it on either side (a head, a hand with no fingers, a toe, a finger's
     last segment) turns as the bone it continues (in a standing reference pose the head stands as the chest, the
-    hand continues its forearm, a toe its foot), else as it points."""
-    fs, ft = S.body_frames(), T.body_frames()
+    hand continues its forearm, a toe its foot), else as it points. The feet of the sides ``pointed`` as they
+    point (_Skeleton.swinging_feet)."""
+    fs, ft = S.body_frames(pointed), T.body_frames(pointed)
     body = {role: fs[role] @ ft[role].T for role in fs}
     trunk = lambda role: body["pelvis" if role.split()[-1] in ("thigh", "shin", "toe") or role.startswith("spine")  # noqa: E731
                                 else "chest"]
@@ -461,8 +496,10 @@ def retarget(scene, source, target, options=None, progress=None):
     Rs_rest, _ = S.rest_world()
     # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
     # the source's (world).
-    aligned = _alignments(S, T, pairs)
     standing = standing_tilts(hs, Rs, Rs_rest, S.index, motion)
+    # (a foot the motion shows standing flat is turned flat by that; one that never does, swinging down or back in
+    # the reference, is matched as it points)
+    aligned = _alignments(S, T, pairs, [s for s in S.swinging_feet() if f"{s} foot" not in standing])
     constant = {}
     for role, sb, tb in pairs:
         A = standing.get(role, np.eye(3)).T @ aligned[role]  # a foot standing flat on the source's floor stands flat on the target's

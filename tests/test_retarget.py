@@ -846,10 +846,9 @@ def test_an_in_place_walk_travels_as_its_standing_feet_imply():
     assert np.allclose(feet_travel(points, [[0], [1]])[:, 0], [0.0, 0.1, 0.2, 0.3])
 
 
-def test_a_clip_whose_rest_pose_lies_down_takes_its_most_upright_frame_as_reference():
-    """Bandai Namco's clips lie along X in their rest pose: a skeleton whose rest lies down, stood up and walking in
-    its keys, is mapped from the pose it shows and retargets with its limbs where its own point (its most upright
-    frame its reference, said so)."""
+def _lying_metarig():
+    """(a fresh scene's metarig whose rest is turned to lie along X about its pelvis, as Bandai Namco's clips lie;
+    the matrix that stands it up again)."""
     import math
 
     from mathutils import Matrix
@@ -858,16 +857,28 @@ def test_a_clip_whose_rest_pose_lies_down_takes_its_most_upright_frame_as_refere
     source = scenes.metarig(bpy)
     source.name = "Lying"
     bpy.context.view_layer.objects.active = source
-    pb, bones = source.pose.bones, source.data.bones
+    bones = source.data.bones
     head = bones["spine"].head_local.copy()
     lie = Matrix.Translation(head) @ Matrix.Rotation(math.radians(90.0), 4, "Y") @ Matrix.Translation(-head)
-    bpy.ops.object.mode_set(mode="EDIT")  # the whole rest turned to lie along X, about the pelvis
+    bpy.ops.object.mode_set(mode="EDIT")
     placed = {b.name: b.matrix.copy() for b in source.data.edit_bones}
     for b in source.data.edit_bones:
         b.matrix = lie @ placed[b.name]
     bpy.ops.object.mode_set(mode="OBJECT")
     assert bones["spine.006"].head_local.z < bones["spine"].head_local.z + 0.05  # (lying)
-    stand = lie.inverted()
+    return source, lie.inverted()
+
+
+def test_a_clip_whose_rest_pose_lies_down_takes_its_most_upright_frame_as_reference():
+    """Bandai Namco's clips lie along X in their rest pose: a skeleton whose rest lies down, stood up and walking in
+    its keys, is mapped from the pose it shows and retargets with its limbs where its own point (its most upright
+    frame its reference, said so)."""
+    import math
+
+    from mathutils import Matrix
+
+    source, stand = _lying_metarig()
+    pb, bones = source.pose.bones, source.data.bones
     for f in range(1, 41):
         pb["spine"].matrix = stand @ bones["spine"].matrix_local
         pb["spine"].keyframe_insert("rotation_quaternion", frame=f)
@@ -890,6 +901,45 @@ def test_a_clip_whose_rest_pose_lies_down_takes_its_most_upright_frame_as_refere
             angles.append(np.degrees(np.arccos(np.clip(a @ b, -1, 1))))
     assert np.max(angles) < 5, np.percentile(angles, [50, 100])
     assert abs(report.scale - 1.0) < 0.01  # (the same skeleton: its legs' length, not the lying rest's heights)
+
+
+def test_a_foot_swinging_toes_down_behind_in_the_reference_frame_is_not_turned_round():
+    """A clip whose rest lies down is matched in its most upright frame; there a run's swinging foot points down and
+    back behind the body. Its heading, flattened, pointed the character's foot the other way on every frame (a
+    Bandai Namco run onto Quaternius' Robot: the right foot backward as it stood, 80 degrees off on average)."""
+    import math
+
+    from mathutils import Matrix
+
+    source, stand = _lying_metarig()
+    pb, bones = source.pose.bones, source.data.bones
+    for f in range(1, 41):  # (running forward: no foot stands still, so none is read as standing flat)
+        pb["spine"].matrix = Matrix.Translation((0.0, -0.05 * f, 0.0)) @ stand @ bones["spine"].matrix_local
+        for path in ("rotation_quaternion", "location"):
+            pb["spine"].keyframe_insert(path, frame=f)
+        bend = 0.5 + 0.1 * math.sin(2 * math.pi * f / 20.0)  # the left knee bent behind, the foot pointed
+        for name, angle in (("thigh.L", -0.2), ("shin.L", 2.0 * bend), ("foot.L", 0.8)):
+            pb[name].rotation_quaternion = Matrix.Rotation(angle, 4, "X").to_quaternion()
+            pb[name].keyframe_insert("rotation_quaternion", frame=f)
+    bpy.context.scene.frame_set(1)
+    target = scenes.metarig(bpy)
+    hs, ht = map_humanoid(source), map_humanoid(target)
+
+    def foot(obj, h):  # ankle to toe tip, world
+        a = np.array(obj.matrix_world @ obj.pose.bones[h.bone("left foot")].head)
+        d = np.array(obj.matrix_world @ obj.pose.bones[h.bone("left toe")].tail) - a
+        return d / np.linalg.norm(d)
+
+    bpy.context.view_layer.update()
+    down_back = foot(source, hs)
+    assert down_back[2] < -0.7 and down_back[1] > 0.1, down_back  # (the metarig faces -Y: toes down, behind)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(1, 40, ik=False))
+    assert any("rest pose does not stand" in w for w in report.warnings), report.warnings
+    angles = []
+    for f in range(1, 41, 3):
+        bpy.context.scene.frame_set(f)
+        angles.append(np.degrees(np.arccos(np.clip(foot(source, hs) @ foot(target, ht), -1, 1))))
+    assert np.max(angles) < 10, angles
 
 
 def test_fingers_are_mapped_finger_by_finger_and_held_at_rest_where_the_source_has_none():
