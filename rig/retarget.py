@@ -222,9 +222,9 @@ class _Skeleton:
                 if np.linalg.norm(forward) < 0.25 * np.linalg.norm(sole):
                     forward = sole
             up = np.array([0.0, 0.0, 1.0])
-            out[f"{s} foot"] = np.column_stack([unit(np.cross(forward, up)), unit(forward), up])
-            if s in as_pointed and self._pointing(s) is not None:
-                out[f"{s} foot"] = self._pointing(s)
+            pointed = self._pointing(s) if s in as_pointed else None
+            out[f"{s} foot"] = pointed if pointed is not None else \
+                np.column_stack([unit(np.cross(forward, up)), unit(forward), up])
         return out
 
     def _pointing(self, side):
