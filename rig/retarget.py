@@ -31,8 +31,9 @@ from .fingers import FINGERS, finger_next_joint, finger_pairs, hand_fingers, pal
 from .humanoid import SIDES, map_humanoid
 from .keys import write_keys
 from .reading import one_job_each_call
-from .retarget_feet import (feet_spec, feet_travel, foot_pitch_scaled, humanoid_feet, long_feet, planted_travel,
-                            standing_tilts)
+from .retarget_feet import (feet_spec, feet_travel, flat_alignment, flat_frames, flat_up, foot_pitch_scaled,
+                            humanoid_feet, long_feet, planted_travel, sole_heights, standing_tilts,
+                            swinging_turns)
 from .riders import find_riders, key_riders
 from .rigify import key_rigify, rigify_controls
 from .takes import reference_frames
@@ -210,22 +211,27 @@ class _Skeleton:
             self.tail(self.index[self.h.bone("chest")])  # (no neck nor head: the chest's own tail)
         out = {"pelvis": _frame(at("right thigh") - at("left thigh"), at("chest") - at("pelvis")),
                "chest": _frame(at("right upper_arm") - at("left upper_arm"), top - at("chest"))}
-        soles = self._soles()
         for s in SIDES:
-            toe = self.h.bone(f"{s} toe")
-            forward = self.tail(self.index[toe or self.h.bone(f"{s} foot")]) - at(f"{s} foot")
-            forward[2] = 0.0
-            if s in soles and not toe:  # a foot bone with no toe after it may be a speck pointing anywhere
-                # (RobotExpressive's points back: its heel rose where its toes should): its sole's heel to toe
-                sole = soles[s]["toe"] - soles[s]["heel"]
-                sole[2] = 0.0
-                if np.linalg.norm(forward) < 0.25 * np.linalg.norm(sole):
-                    forward = sole
-            up = np.array([0.0, 0.0, 1.0])
+            forward, up = self.foot_forward(s, level=True), np.array([0.0, 0.0, 1.0])
             pointed = self._pointing(s) if s in as_pointed else None
             out[f"{s} foot"] = pointed if pointed is not None else \
                 np.column_stack([unit(np.cross(forward, up)), unit(forward), up])
         return out
+
+    def foot_forward(self, side, level=False):
+        """A foot's ankle to toe in the reference pose (world; ``level``: its horizontal part): to its toe's tail,
+        else its own; a foot bone with no toe after it may be a speck pointing anywhere (RobotExpressive's points
+        back: its heel rose where its toes should), its sole's heel to toe then."""
+        toe = self.h.bone(f"{side} toe")
+        ankle = self.rest_world()[1][self.index[self.h.bone(f"{side} foot")]]
+        forward = self.tail(self.index[toe or self.h.bone(f"{side} foot")]) - ankle
+        soles = {} if toe else self._soles()
+        flat = lambda v: v * np.array([1.0, 1.0, 0.0]) if level else v  # noqa: E731
+        if side in soles:
+            sole = soles[side]["toe"] - soles[side]["heel"]
+            if np.linalg.norm(flat(forward)) < 0.25 * np.linalg.norm(flat(sole)):
+                return flat(sole)
+        return flat(forward)
 
     def _pointing(self, side):
         """The frame (right: the ankle's axis across the foot; forward: ankle to toe; up) of a foot as it points in
@@ -299,14 +305,15 @@ def _pairs(source, hs, target, ht):
     return out
 
 
-def _alignments(S, T, pairs, pointed=()):
+def _alignments(S, T, pairs, pointed=(), given=None):
     """{role: A}, the world turn taking the target's reference pose of a mapped bone onto the source's: the
     pelvis's, chest's and feet's from their body frames; a limb bone's turned with the body it hangs from (the
     pelvis's or the chest's: its twist follows the way the body faces), then onto the source's direction to its
     next joint. A bone with nothing after it on either side (a head, a hand with no fingers, a toe, a finger's
     last segment) turns as the bone it continues (in a standing reference pose the head stands as the chest, the
     hand continues its forearm, a toe its foot), else as it points. The feet of the sides ``pointed`` as they
-    point (_Skeleton.swinging_feet)."""
+    point (_Skeleton.swinging_feet); the roles ``given`` ({role: A}) as given (a bone continuing one of them turns
+    with it)."""
     fs, ft = S.body_frames(pointed), T.body_frames(pointed)
     body = {role: fs[role] @ ft[role].T for role in fs}
     trunk = lambda role: body["pelvis" if role.split()[-1] in ("thigh", "shin", "toe") or role.startswith("spine")  # noqa: E731
@@ -314,7 +321,9 @@ def _alignments(S, T, pairs, pointed=()):
     out = {}
     for role, sb, tb in pairs:
         ds, dt = S.joint_direction(role, sb), T.joint_direction(role, tb)
-        if role in body:
+        if given and role in given:
+            out[role] = given[role]
+        elif role in body:
             out[role] = body[role]
         elif ds is not None and dt is not None:
             out[role] = turn_between(trunk(role) @ dt, ds) @ trunk(role)
@@ -325,6 +334,32 @@ def _alignments(S, T, pairs, pointed=()):
             B = trunk(role)
             out[role] = out[continued] if continued else turn_between(B @ Rt[T.index[tb]][:, 1], Rs[S.index[sb]][:, 1]) @ B
     return out
+
+
+def _constants(S, T, hs, pairs, Rs, motion):
+    """({target bone: (source bone's index, C)}, {target foot: its swinging_turns' (pointed, up, heights)}): per
+    pair, the frame-independent part of R_t = R_s C, C = R_s,rest^T A R_t,rest, A turning the target's reference
+    pose onto the source's (world). A foot the motion shows standing flat stands as the target's rest where the
+    source's does (its toe turned from it as before it) and, turned far from standing as it swings, points as the
+    source's does (swinging_turns); one that never stands, swinging down or back in the reference, is matched as
+    it points. Other bones standing flat on the source's floor stand flat on the target's."""
+    (Rs_rest, _), (Rt_rest, _) = S.rest_world(), T.rest_world()
+    flat = flat_frames(hs, motion)
+    standing = standing_tilts(hs, Rs, Rs_rest, S.index, flat)
+    feet = {role: standing[role] @ flat_alignment(Rs[flat[role], S.index[sb]], Rs_rest[S.index[sb]],
+                                                  S.foot_forward(role.split()[0]),
+                                                  unit(T.foot_forward(role.split()[0], level=True)))
+            for role, sb, _ in pairs if role.endswith(" foot") and role in flat}
+    aligned = _alignments(S, T, pairs, [s for s in S.swinging_feet() if f"{s} foot" not in flat], feet)
+    C = lambda sb, tb, A: Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]]  # noqa: E731
+    constant = {tb: (S.index[sb], C(sb, tb, standing.get(role, np.eye(3)).T @ aligned[role]))
+                for role, sb, tb in pairs}
+    pointed = _alignments(S, T, pairs, SIDES) if feet else {}
+    swinging = {tb: (C(sb, tb, pointed[role]), flat_up(Rs[flat[role], S.index[sb]]),
+                     sole_heights(motion, role.split()[0]))
+                for role, sb, tb in pairs
+                if role in feet and all(K._pointing(role.split()[0]) is not None for K in (S, T))}
+    return constant, swinging
 
 
 def _continues(role):
@@ -493,17 +528,7 @@ def retarget(scene, source, target, options=None, progress=None):
                      f"{upright[1]}, where it stands most upright ({upright[0]:.2f}), is the pose its bones are matched in "
                      f"(the frame stays in the job)")
         S.ref, S.ref_frame = upright[2], upright[1]
-    Rs_rest, _ = S.rest_world()
-    # Per pair, the frame-independent part of R_t = R_s (R_s,rest^T A R_t,rest): A turns the target's rest onto
-    # the source's (world).
-    standing = standing_tilts(hs, Rs, Rs_rest, S.index, motion)
-    # (a foot the motion shows standing flat is turned flat by that; one that never does, swinging down or back in
-    # the reference, is matched as it points)
-    aligned = _alignments(S, T, pairs, [s for s in S.swinging_feet() if f"{s} foot" not in standing])
-    constant = {}
-    for role, sb, tb in pairs:
-        A = standing.get(role, np.eye(3)).T @ aligned[role]  # a foot standing flat on the source's floor stands flat on the target's
-        constant[tb] = (S.index[sb], Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]])
+    constant, swinging = _constants(S, T, hs, pairs, Rs, motion)
     scale = 1.0 if options.root == "kept" else T.leg_length() / max(S.leg_length(), 1e-9)
     target_floor = min(float(t_rest_heads[T.index[ht.bone(f"{s} foot")]][2]) for s in SIDES)
     keyed = {tb for _, _, tb in pairs}
@@ -533,6 +558,8 @@ def retarget(scene, source, target, options=None, progress=None):
         if name in constant:
             j, C = constant[name]
             Xr = X[:, :3, :3] / np.linalg.norm(X[:, :3, :3], axis=1, keepdims=True)
+            if name in swinging:
+                C = swinging_turns(Rs[:, j], C, *swinging[name], motion.leg)  # (F, 3, 3)
             G = Rs[:, j] @ C  # world
             if name in pitched:
                 G = foot_pitch_scaled(G, *pitched[name])

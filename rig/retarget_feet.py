@@ -5,10 +5,12 @@ source's."""
 
 import numpy as np
 
-from ..solvers.rotations import exp_so3, turn_between, unit
-from .contacts import moving
+from ..solvers.rotations import exp_so3, log_so3, turn_between, unit
+from .contacts import CONTACT_HEIGHT, moving
 from .feet import find_feet
 from .humanoid import SIDES
+
+FEWEST_FLAT = 3  # frames a foot stands flat in to read how it lies then (a run's stances are short)
 
 
 def feet_travel(points, feet, contacts=None, standing_share=0.15):
@@ -73,25 +75,91 @@ def planted_travel(motion, feet, pose, ankles, to_world, moved, slack):
     return np.concatenate([np.zeros((1, 2)), np.cumsum(pace, axis=0)])
 
 
-def standing_tilts(h, R, rest, index, motion):
-    """{role: T} for the source's feet and toes: the world turn from a bone's rest to how it lies when it stands
-    flat on the floor (a foot: its heel and ball touching; a toe: its ball and tip), found from the motion (the
-    bone's up while flat, averaged over those frames, turned to the world's). A clip's rest pose need not stand
-    flat (a BVH's feet point where its T-pose put them); without such frames (a run on its toes): none."""
+def flat_frames(h, motion):
+    """{role: (F,) bool} the frames where each of the source's feet and toes stands flat on the floor (a foot: its
+    heel and ball touching, else its lowest stances: _lowest_stances; a toe: its ball and tip), for the roles the
+    motion shows so often enough."""
     names = [n for _, n, _, _ in motion.sampler.specs]
     out = {}
     for k, foot in enumerate(motion.sampler.feet):
         cols = {names[j]: j for j in motion.sampler.cols[k]}
         for role, pair in ((f"{foot.side} foot", ("heel", "ball")), (f"{foot.side} toe", ("ball", "toe"))):
-            bone = h.roles.get(role)
-            if bone is None or any(p not in cols for p in pair):
+            if h.roles.get(role) is None or any(p not in cols for p in pair):
                 continue
             flat = motion.contacts[:, cols[pair[0]]] & motion.contacts[:, cols[pair[1]]]
-            if flat.sum() < max(5, 0.05 * len(flat)):
-                continue
-            up = unit(np.einsum("tji,j->i", R[flat, index[bone]], np.array([0.0, 0.0, 1.0])))  # bone frame
-            out[role] = turn_between(rest[index[bone]] @ up, np.array([0.0, 0.0, 1.0]))
+            enough = flat.sum() >= max(5, 0.05 * len(flat))
+            if not enough and pair[0] == "heel":
+                flat = _lowest_stances(motion, k, cols[pair[1]])
+                enough = flat.sum() >= FEWEST_FLAT
+            if enough:
+                out[role] = flat
     return out
+
+
+def standing_tilts(h, R, rest, index, flat):
+    """{role: T} for the source's bones that stand flat on the ``flat`` frames ({role: (F,) bool}): the world turn
+    from a bone's rest to how it lies then (the bone's up while flat, averaged over those frames, turned to the
+    world's). A clip's rest pose need not stand flat (a BVH's feet point where its T-pose put them)."""
+    out = {}
+    for role, frames in flat.items():
+        bone = index[h.roles[role]]
+        out[role] = turn_between(rest[bone] @ flat_up(R[frames, bone]), np.array([0.0, 0.0, 1.0]))
+    return out
+
+
+def flat_up(R):
+    """The world's up in a bone's own frame while it stands flat (R (n, 3, 3): its world rotations then), averaged."""
+    return unit(np.einsum("tji,j->i", R, np.array([0.0, 0.0, 1.0])))
+
+
+def flat_alignment(R, ref, forward, target_forward):
+    """A (3, 3), the world turn taking the character's rest foot onto the source's reference-pose foot ``ref``, so
+    that wherever the source's foot stands flat (R (n, 3, 3): its world rotations on those frames) the character's
+    stands as flat as at rest, heading where the source's does (``forward``: the source's ankle to toe in its
+    reference pose; ``target_forward``: the character's foot's heading at rest, level), averaged over the frames.
+    Read from the frames themselves, not from the reference pose's heading: there a run's foot may swing toes
+    down behind the body, its heading turned round."""
+    local = ref.T @ forward
+    A = np.zeros((3, 3))
+    for Rf in R:
+        heading = Rf @ local
+        heading[2] = 0.0
+        A += ref @ Rf.T @ turn_between(target_forward, unit(heading))  # (ref R_f^T Y: R_f maps onto Y at rest)
+    U, _, Vt = np.linalg.svd(A)
+    return U @ np.diag([1.0, 1.0, np.linalg.det(U @ Vt)]) @ Vt
+
+
+def _lowest_stances(motion, k, ball):
+    """(F,) bool: the frames where foot ``k``'s ball touches and its ankle is as low over the floor as it comes
+    while the ball touches (within a sixth of a contact's height): the foot flat, read without its heel (a
+    skeleton's heel point sits at its ankle when the rest pose shows nothing under it: Bandai Namco's lies down;
+    a run's stance is a few frames long)."""
+    on = motion.contacts[:, ball]
+    if not on.any():
+        return on
+    height = motion.ankles[:, k, 2] - motion.floors[:, k]
+    return on & (height <= height[on].min() + CONTACT_HEIGHT * motion.leg / 6.0)
+
+
+def sole_heights(motion, side):
+    """(F,) the lowest sole point of the source's foot on ``side`` over the floor under it."""
+    k = next(k for k, f in enumerate(motion.sampler.feet) if f.side == side)
+    return motion.pts[:, motion.sampler.cols[k], 2].min(axis=1) - motion.floors[:, k]
+
+
+def swinging_turns(R, flat, pointed, up, height, leg):
+    """(F, 3, 3) a foot's constant turn per frame (the character's foot's world rotation: R C, R (F, 3, 3) the
+    source foot's): ``flat`` (flat_alignment) near the floor (``height`` (F,): the source's sole over it, within
+    3 % of the hip height ``leg``) or while its sole is within 60 degrees of level (``up``: its up when standing
+    flat, flat_up: a walk's swing); turning smoothly to ``pointed`` (its ankle to toe and the ankle's axis on the
+    source's) as it rises a tenth of the hip height further and tilts to 120 degrees (a run's foot kicked back). A
+    skeleton's foot is a line from ankle to toe: where it stands its sole is what shows; swinging far from
+    standing, the way it points (a Bandai Namco run's foot kicked back, turned about that line by the capture,
+    turned the long block of Quaternius' Robot's foot sideways)."""
+    ease = lambda x: np.clip(x, 0.0, 1.0) ** 2 * (3.0 - 2.0 * np.clip(x, 0.0, 1.0))  # noqa: E731
+    tilt = np.arccos(np.clip((R @ up)[:, 2], -1.0, 1.0))
+    w = ease((tilt - np.pi / 3) / (np.pi / 3)) * ease((height - 0.03 * leg) / (0.1 * leg))
+    return flat @ exp_so3(w[:, None] * log_so3(flat.T @ pointed))
 
 
 def feet_spec(h):

@@ -276,11 +276,11 @@ def _detached_foot(sk, ankle, taken, leg_height):
 
 
 def _toe(sk, foot):
-    """The foot's child reaching furthest from the ankle along the ground (the toes, not a heel bone), or None."""
-    kids = [c for c in sk.children[foot] if not NOT_LIMB.search(sk.name(c))]
+    """The foot's child reaching furthest from the ankle along the ground (the toes; never a heel bone: a foot with
+    only a heel under it has no toe), or None."""
+    kids = [c for c in sk.children[foot] if not NOT_LIMB.search(sk.name(c)) and not HEEL_NAME.search(sk.name(c))]
     reach = lambda c: float(np.linalg.norm((sk.head[c] - sk.head[foot])[:2]))  # noqa: E731
-    named = lambda c: (bool(TOE_NAME.search(sk.name(c))), not HEEL_NAME.search(sk.name(c)))  # noqa: E731
-    return max(kids, key=lambda c: (named(c), reach(c), len(sk.below[c]))) if kids else None
+    return max(kids, key=lambda c: (bool(TOE_NAME.search(sk.name(c))), reach(c), len(sk.below[c]))) if kids else None
 
 
 @functools.lru_cache(maxsize=4096)

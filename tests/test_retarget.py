@@ -195,12 +195,13 @@ def _hand_direction(obj, h, side="left"):
     return d / np.linalg.norm(d)
 
 
-def _turn_from_rest(obj, bone, base):
-    """Degrees a bone is turned from its rest pose relative to ``base`` (its ancestor): a head's nod on the chest."""
+def _turn_from_rest(obj, bone, base=None):
+    """Degrees a bone is turned from its rest pose, relative to ``base`` (its ancestor: a head's nod on the chest)
+    or the armature's."""
     def turn(name):
         pb = obj.pose.bones[name]
         return np.array(pb.matrix.to_3x3().normalized() @ pb.bone.matrix_local.to_3x3().inverted())
-    D = turn(base).T @ turn(bone)
+    D = turn(bone) if base is None else turn(base).T @ turn(bone)
     return float(np.degrees(np.arccos(np.clip((np.trace(D) - 1) / 2, -1, 1))))
 
 
@@ -940,6 +941,125 @@ def test_a_foot_swinging_toes_down_behind_in_the_reference_frame_is_not_turned_r
         bpy.context.scene.frame_set(f)
         angles.append(np.degrees(np.arccos(np.clip(foot(source, hs) @ foot(target, ht), -1, 1))))
     assert np.max(angles) < 10, angles
+
+
+def _lying_run(roll=0.0):
+    """(a metarig whose rest lies down, running in place: each foot at rest, flat, 4 frames of 12, and between them
+    its knee bent far behind, never straight, the foot kicked back and turned by ``roll`` about its own length
+    (radians); {"L", "R": its stance frames}). Frame 1 has the right foot at the top of its swing."""
+    import math
+
+    from mathutils import Matrix
+
+    source, stand = _lying_metarig()
+    pb, bones = source.pose.bones, source.data.bones
+    stance = {"L": [], "R": []}
+    for f in range(1, 37):
+        pb["spine"].matrix = stand @ bones["spine"].matrix_local
+        for path in ("rotation_quaternion", "location"):
+            pb["spine"].keyframe_insert(path, frame=f)
+        for side, offset in (("L", 0), ("R", 8)):
+            phase = (f - 1 + offset) % 12
+            lift = 0.0 if phase < 4 else 0.7 + 0.3 * math.sin(math.pi * (phase - 4) / 8.0)
+            if phase < 4:
+                stance[side].append(f)
+            for name, angle in (("thigh", -0.2), ("shin", 2.0), ("foot", 0.8)):
+                turn = Matrix.Rotation(angle * lift, 4, "X")
+                if name == "foot":
+                    turn = turn @ Matrix.Rotation(roll * lift, 4, "Y")
+                pb[f"{name}.{side}"].rotation_quaternion = turn.to_quaternion()
+                pb[f"{name}.{side}"].keyframe_insert("rotation_quaternion", frame=f)
+    bpy.context.scene.frame_set(1)
+    return source, stance
+
+
+def test_a_run_whose_reference_frame_swings_a_foot_back_stands_both_feet_flat_where_the_source_does():
+    """A clip whose rest lies down is matched in its most upright frame; there a run's right foot swings toes down
+    behind the body, and its stances are a few frames each. Where the source's feet stand flat, the character's
+    stand as its rest does, heading as the source's (read from the flat frames: matched as it pointed in the
+    reference, a Bandai Namco run's feet went 28 degrees toes down into the floor at every stance; matched by the
+    reference's heading, turned round)."""
+    source, stance = _lying_run()
+    target = scenes.metarig(bpy)
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(1, 36, ik=False))
+    assert any("rest pose does not stand" in w for w in report.warnings), report.warnings
+    ht = map_humanoid(target)
+    off = []
+    for side, frames in stance.items():
+        bone = ht.bone(("left" if side == "L" else "right") + " foot")
+        for f in frames:
+            bpy.context.scene.frame_set(f)
+            off.append(_turn_from_rest(target, bone))
+    assert len(off) == 24 and max(off) < 3, np.round(off, 1)
+
+
+def test_a_foot_kicked_back_points_as_the_source_s_whatever_its_bones_length_runs_along():
+    """A skeleton's foot is a line from ankle to toe; a capture turns it about that line as it kicks back. On a
+    character whose foot bone lies level, with no toe (the source's points down to its ball), the foot stands as
+    its rest where the source's stands, and kicked back high it points where the source's does (turned about the
+    source's line, a level foot swung sideways: Quaternius' Robot on a Bandai Namco run)."""
+    source, stance = _lying_run(roll=0.6)
+    target = scenes.metarig(bpy)
+    bpy.context.view_layer.objects.active = target
+    bpy.ops.object.mode_set(mode="EDIT")
+    for side in ("L", "R"):  # the foot bone level to the toe's tip, no toe bone (as Quaternius' feet)
+        bones = target.data.edit_bones
+        tip = bones["toe." + side].tail
+        bones["foot." + side].tail = (tip.x, tip.y, bones["foot." + side].head.z)
+        bones.remove(bones["toe." + side])
+    bpy.ops.object.mode_set(mode="OBJECT")
+    report = retarget(bpy.context.scene, source, target, RetargetOptions(1, 36, ik=False))
+    assert report.ok, report.text()
+    hs, ht = map_humanoid(source), map_humanoid(target)
+    assert not ht.bone("left toe")  # (its heel bone is no toe)
+
+    def line(obj, h, side):  # ankle to toe, world
+        a = np.array(obj.matrix_world @ obj.pose.bones[h.bone(f"{side} foot")].head)
+        return np.array(obj.matrix_world @ obj.pose.bones[h.bone(f"{side} foot")].tail) - a
+
+    flat, kicked = [], []
+    for side, frames in stance.items():
+        name = "left" if side == "L" else "right"
+        for f in range(1, 37):
+            bpy.context.scene.frame_set(f)
+            if f in frames:
+                flat.append(_turn_from_rest(target, ht.bone(f"{name} foot")))
+                continue
+            s, t = line(source, hs, name), line(target, ht, name)
+            s, t = (v / np.linalg.norm(v) for v in (s, t))
+            if np.linalg.norm(s[:2]) > 0.5 and np.linalg.norm(t[:2]) > 0.5:  # (a heading to compare)
+                heading = s[:2] @ t[:2] / np.linalg.norm(s[:2]) / np.linalg.norm(t[:2])
+                kicked.append(np.degrees(np.arccos(np.clip(heading, -1, 1))))
+    assert max(flat) < 3, np.round(flat, 1)
+    assert len(kicked) > 20 and max(kicked) < 15, np.round(kicked, 1)
+
+
+def test_a_foot_whose_heel_never_reads_as_touching_stands_flat_where_its_ankle_is_lowest_on_its_ball():
+    """A skeleton's heel point sits at its ankle when its rest shows nothing under it (Bandai Namco's rest lies
+    down), so its heel reads as touching on few frames of a run: the foot stands flat where its ball touches with
+    its ankle as low as it comes then (not while the heel rises)."""
+    from types import SimpleNamespace
+
+    from fullbody_ik.rig.humanoid import SIDES
+    from fullbody_ik.rig.retarget_feet import flat_frames
+
+    F = 30
+    feet = [SimpleNamespace(side=s) for s in SIDES]
+    specs = [(k, name, "", None) for k in range(2) for name in ("heel", "ball", "toe")]
+    contacts = np.zeros((F, 6), dtype=bool)
+    ankles = np.zeros((F, 2, 3))
+    ankles[..., 2] = 0.3  # (swinging)
+    for start in (2, 12, 22):  # the left's stances: the ankle lands low, stays 3 frames, the heel rises over 2
+        contacts[start:start + 5, 1:3] = True
+        ankles[start:start + 5, 0, 2] = [0.08, 0.081, 0.079, 0.1, 0.12]
+    contacts[3, 0] = True  # (the heel touches once)
+    motion = SimpleNamespace(sampler=SimpleNamespace(specs=specs, feet=feet, cols=[[0, 1, 2], [3, 4, 5]]),
+                             contacts=contacts, ankles=ankles, floors=np.zeros((F, 2)), leg=1.0)
+    h = SimpleNamespace(roles={"left foot": "foot.L", "right foot": "foot.R", "left toe": "toe.L"})
+    flat = flat_frames(h, motion)
+    assert sorted(flat) == ["left foot", "left toe"], sorted(flat)  # (the right never touches)
+    assert np.flatnonzero(flat["left foot"]).tolist() == [2, 3, 4, 12, 13, 14, 22, 23, 24]
+    assert flat["left toe"].sum() == 15  # (a toe: its ball and tip touching)
 
 
 def test_fingers_are_mapped_finger_by_finger_and_held_at_rest_where_the_source_has_none():
