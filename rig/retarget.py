@@ -339,17 +339,21 @@ def _alignments(S, T, pairs, pointed=(), given=None):
 def _constants(S, T, hs, pairs, Rs, motion):
     """({target bone: (source bone's index, C)}, {target foot: its swinging_turns' (pointed, up, heights)}): per
     pair, the frame-independent part of R_t = R_s C, C = R_s,rest^T A R_t,rest, A turning the target's reference
-    pose onto the source's (world). A foot the motion shows standing flat stands as the target's rest where the
-    source's does (its toe turned from it as before it) and, turned far from standing as it swings, points as the
-    source's does (swinging_turns); one that never stands, swinging down or back in the reference, is matched as
-    it points. Other bones standing flat on the source's floor stand flat on the target's."""
+    pose onto the source's (world). Bones standing flat on the source's floor stand flat on the target's
+    (standing_tilts), a foot heading as the reference pose's (a standing rest's feet point ahead). In a reference
+    taken from the take (a rest that lies down), a foot the motion shows standing flat (its stances read from its
+    ball and lowest ankle where its heel never reads as touching: a run's) stands as the target's rest where the
+    source's does, heading as the source's then (its toe turned from it as before it), and, turned far from
+    standing as it swings, points as the source's does (swinging_turns); one that never stands, swinging down or
+    back in the reference, is matched as it points."""
     (Rs_rest, _), (Rt_rest, _) = S.rest_world(), T.rest_world()
-    flat = flat_frames(hs, motion)
+    taken = S.ref_frame is not None
+    flat = flat_frames(hs, motion, lowest=taken)
     standing = standing_tilts(hs, Rs, Rs_rest, S.index, flat)
     feet = {role: standing[role] @ flat_alignment(Rs[flat[role], S.index[sb]], Rs_rest[S.index[sb]],
                                                   S.foot_forward(role.split()[0]),
                                                   unit(T.foot_forward(role.split()[0], level=True)))
-            for role, sb, _ in pairs if role.endswith(" foot") and role in flat}
+            for role, sb, _ in pairs if taken and role.endswith(" foot") and role in flat}
     aligned = _alignments(S, T, pairs, [s for s in S.swinging_feet() if f"{s} foot" not in flat], feet)
     C = lambda sb, tb, A: Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]]  # noqa: E731
     constant = {tb: (S.index[sb], C(sb, tb, standing.get(role, np.eye(3)).T @ aligned[role]))

@@ -75,10 +75,10 @@ def planted_travel(motion, feet, pose, ankles, to_world, moved, slack):
     return np.concatenate([np.zeros((1, 2)), np.cumsum(pace, axis=0)])
 
 
-def flat_frames(h, motion):
+def flat_frames(h, motion, lowest=False):
     """{role: (F,) bool} the frames where each of the source's feet and toes stands flat on the floor (a foot: its
-    heel and ball touching, else its lowest stances: _lowest_stances; a toe: its ball and tip), for the roles the
-    motion shows so often enough."""
+    heel and ball touching, else with ``lowest`` its lowest stances: _lowest_stances; a toe: its ball and tip),
+    for the roles the motion shows so often enough."""
     names = [n for _, n, _, _ in motion.sampler.specs]
     out = {}
     for k, foot in enumerate(motion.sampler.feet):
@@ -88,7 +88,7 @@ def flat_frames(h, motion):
                 continue
             flat = motion.contacts[:, cols[pair[0]]] & motion.contacts[:, cols[pair[1]]]
             enough = flat.sum() >= max(5, 0.05 * len(flat))
-            if not enough and pair[0] == "heel":
+            if not enough and pair[0] == "heel" and lowest:
                 flat = _lowest_stances(motion, k, cols[pair[1]])
                 enough = flat.sum() >= FEWEST_FLAT
             if enough:

@@ -1036,8 +1036,8 @@ def test_a_foot_kicked_back_points_as_the_source_s_whatever_its_bones_length_run
 
 def test_a_foot_whose_heel_never_reads_as_touching_stands_flat_where_its_ankle_is_lowest_on_its_ball():
     """A skeleton's heel point sits at its ankle when its rest shows nothing under it (Bandai Namco's rest lies
-    down), so its heel reads as touching on few frames of a run: the foot stands flat where its ball touches with
-    its ankle as low as it comes then (not while the heel rises)."""
+    down), so its heel reads as touching on few frames of a run: in a reference taken from the take, the foot
+    stands flat where its ball touches with its ankle as low as it comes then (not while the heel rises)."""
     from types import SimpleNamespace
 
     from fullbody_ik.rig.humanoid import SIDES
@@ -1056,7 +1056,8 @@ def test_a_foot_whose_heel_never_reads_as_touching_stands_flat_where_its_ankle_i
     motion = SimpleNamespace(sampler=SimpleNamespace(specs=specs, feet=feet, cols=[[0, 1, 2], [3, 4, 5]]),
                              contacts=contacts, ankles=ankles, floors=np.zeros((F, 2)), leg=1.0)
     h = SimpleNamespace(roles={"left foot": "foot.L", "right foot": "foot.R", "left toe": "toe.L"})
-    flat = flat_frames(h, motion)
+    assert sorted(flat_frames(h, motion)) == ["left toe"]  # (a standing rest's feet stand flat there)
+    flat = flat_frames(h, motion, lowest=True)
     assert sorted(flat) == ["left foot", "left toe"], sorted(flat)  # (the right never touches)
     assert np.flatnonzero(flat["left foot"]).tolist() == [2, 3, 4, 12, 13, 14, 22, 23, 24]
     assert flat["left toe"].sum() == 15  # (a toe: its ball and tip touching)
