@@ -64,6 +64,70 @@ def check_feet_input(obj, options):
         raise RigError(f"{obj.name!r} has no action to place the feet of")
 
 
+def _terrain_objects(names):
+    """The terrain objects named (a RigError naming the meshes there are for a name that is none)."""
+    import bpy
+
+    objects = []
+    for name in names:
+        t = bpy.data.objects.get(name)
+        if t is None:
+            listed = ", ".join(repr(o.name) for o in bpy.data.objects if o.type == "MESH") or "none"
+            raise RigError(f"no terrain object named {name!r} (meshes: {listed})")
+        objects.append(t)
+    return objects
+
+
+def _check_plan(plan_, obj, frames, objects):
+    """A RigError for a plan with nothing to plant: no contact in the motion, or no terrain under any contact."""
+    if not plan_.contacts.any():
+        raise RigError(f"no contact found in the motion of {obj.name!r} over frames {frames[0]}-{frames[-1]} (no sole "
+                       "point rests near its lowest height): nothing to plant; key the fbik_contact_* channels by "
+                       "hand (1 where a sole point touches), or check the frames")
+    if not (plan_.contacts & plan_.hits).any():
+        raise RigError(f"no terrain under the feet of {obj.name!r} at any contact: nothing to plant; is the terrain "
+                       f"({', '.join(o.name for o in objects)}) under the character?")
+
+
+def _verdict(worst, options, bake_report, untouched):
+    """The job's verdict in words: its worst contact against options.max_error, the bake's goals missed, the feet
+    that stood with no contact detected (``untouched``)."""
+    if worst <= options.max_error:
+        verdict = f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
+    else:
+        verdict = f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)"
+    if not bake_report.ok:
+        verdict += f"; {bake_report.verdict()['text']}"
+    if untouched:
+        sides = " and ".join(untouched)
+        where = "the source's" if options.detected_contacts else "its"
+        channels = ", ".join(f"{CONTACT_PREFIX}_{side}_*" for side in untouched)
+        verdict += (f"; the {sides} foot stands while another swings but no contact of it was detected: it is "
+                    f"neither planted nor judged; key {where} {channels} channels where it touches (all 0 if it "
+                    "never does)")
+    return verdict
+
+
+def _heel_heights(feet, sampler, plan_, result, h_after):
+    """{side: {"terrain", "source", "result", "contact": per frame}} of each heel, for the report's plot."""
+    heights = {}
+    for foot in feet:
+        j = sampler.column[(foot.side, "heel")]
+        heights[foot.side] = {"terrain": np.where(np.isfinite(h_after[:, j]), h_after[:, j], np.nan).tolist(),
+                              "source": plan_.points[:, j, 2].tolist(), "result": result[:, j, 2].tolist(),
+                              "contact": plan_.contacts[:, j].tolist()}
+    return heights
+
+
+def _source_floor(plan_, sampler):
+    """The floor the source stood on, as the report says it: "terrain" (it stands on it already), else per foot
+    the lowest and highest of its stances' floors."""
+    if plan_.source_on_terrain:
+        return "terrain"
+    return {foot.side: [float(np.min(plan_.floors[on, k])), float(np.max(plan_.floors[on, k]))]
+            for k, foot in enumerate(sampler.feet) if (on := plan_.contacts[:, sampler.cols[k]].any(axis=1)).any()}
+
+
 @one_job_each_call
 def foot_placement(scene, obj, options, progress=None):
     """Plant the feet of ``obj``'s action on the terrain objects; returns a FootReport. The source action is
@@ -77,13 +141,7 @@ def foot_placement(scene, obj, options, progress=None):
                                independent=options.independent, workers=options.workers)
     check_bake(obj, bake_options)
     check_feet_input(obj, options)
-    objects = []
-    for name in options.terrain:
-        t = bpy.data.objects.get(name)
-        if t is None:
-            listed = ", ".join(repr(o.name) for o in bpy.data.objects if o.type == "MESH") or "none"
-            raise RigError(f"no terrain object named {name!r} (meshes: {listed})")
-        objects.append(t)
+    objects = _terrain_objects(options.terrain)
     terrain = Terrain(objects, bpy.context.evaluated_depsgraph_get())
     feet = find_feet(obj, options.feet)
     frames = list(range(options.frame_start, options.frame_end + 1, options.step))
@@ -99,13 +157,7 @@ def foot_placement(scene, obj, options, progress=None):
     stiff = {f.ball for f in feet if f.ball and driven_by_rig(obj, f.ball)}
     plan_, sampler, pelvis = plan(scene, obj, feet, terrain, frames, options, stiff)
     scene.frame_set(before_frame[0], subframe=before_frame[1])
-    if not plan_.contacts.any():
-        raise RigError(f"no contact found in the motion of {obj.name!r} over frames {frames[0]}-{frames[-1]} (no sole "
-                       "point rests near its lowest height): nothing to plant; key the fbik_contact_* channels by "
-                       "hand (1 where a sole point touches), or check the frames")
-    if not (plan_.contacts & plan_.hits).any():
-        raise RigError(f"no terrain under the feet of {obj.name!r} at any contact: nothing to plant; is the terrain "
-                       f"({', '.join(o.name for o in objects)}) under the character?")
+    _check_plan(plan_, obj, frames, objects)
     controls = rig_controls(scene, obj, [f.ankle for f in feet] + [pelvis], frames, {f.ankle for f in feet})
     lost = [f.ankle for f in feet if driven_by_rig(obj, f.ankle) and f.ankle not in controls]
     if lost:
@@ -144,37 +196,16 @@ def foot_placement(scene, obj, options, progress=None):
     before, _ = foot_metrics(plan_, plan_.points, plan_.rotations, terrain, sampler, heights=plan_.terrain)
     after, h_after = foot_metrics(plan_, result, result_rot, terrain, sampler)
     worst = max(max(a["penetration_mm_max"], a["float_mm_max"]) for a in after.values()) / 1e3
-    missed = not bake_report.ok
-    ok = worst <= options.max_error and not missed and not plan_.untouched
-    if worst <= options.max_error:
-        verdict = f"contacts within {options.max_error * 1e3:g} mm of the terrain (worst {worst * 1e3:.2f} mm)"
-    else:
-        verdict = f"a contact is {worst * 1e3:.1f} mm off the terrain (more than {options.max_error * 1e3:g} mm)"
-    if missed:
-        verdict += f"; {bake_report.verdict()['text']}"
-    if plan_.untouched:
-        sides = " and ".join(plan_.untouched)
-        where = "the source's" if options.detected_contacts else "its"
-        channels = ", ".join(f"{CONTACT_PREFIX}_{side}_*" for side in plan_.untouched)
-        verdict += (f"; the {sides} foot stands while another swings but no contact of it was detected: it is "
-                    f"neither planted nor judged; key {where} {channels} channels where it touches (all 0 if it "
-                    "never does)")
-    heights = {}
-    for foot in feet:
-        j = sampler.column[(foot.side, "heel")]
-        heights[foot.side] = {"terrain": np.where(np.isfinite(h_after[:, j]), h_after[:, j], np.nan).tolist(),
-                              "source": plan_.points[:, j, 2].tolist(), "result": result[:, j, 2].tolist(),
-                              "contact": plan_.contacts[:, j].tolist()}
+    ok = worst <= options.max_error and bake_report.ok and not plan_.untouched
+    verdict = _verdict(worst, options, bake_report, plan_.untouched)
+    heights = _heel_heights(feet, sampler, plan_, result, h_after)
     snapshots = side_views(plan_, terrain, segments)
     report = FootReport(obj.name, action.name, source_action.name if source_action else "", frames,
                         [f"{f.side} {f.ankle}" + (f"/{f.ball}" if f.ball else "") for f in feet], plan_.source_contacts,
                         before, after, bake_report.to_dict(), bool(ok), verdict, plan_.off_terrain,
                         time.perf_counter() - started, heights, plan_.warnings, snapshots,
                         (1e3 * float(held.mean()), 1e3 * float(held.max())) if held.size else None)
-    report.source_floor = "terrain" if plan_.source_on_terrain else {
-        foot.side: [float(np.min(plan_.floors[on, k])), float(np.max(plan_.floors[on, k]))]
-        for k, foot in enumerate(sampler.feet)
-        if (on := plan_.contacts[:, sampler.cols[k]].any(axis=1)).any()}
+    report.source_floor = _source_floor(plan_, sampler)
     if outside:
         report.warnings.append(outside_warning(frames, (a0, a1), f"the action {source_action.name!r} spans",
                                                "foot placement"))

@@ -478,33 +478,13 @@ def take_frames(scene, source, options):
 def retarget(scene, source, target, options=None, progress=None):
     """Retarget ``source``'s action onto ``target`` (armature objects in ``scene``); returns a RetargetReport.
     The target gets a new action; nothing of the source changes."""
-    import bpy
-    from bpy_extras import anim_utils
-
-
     options = options or RetargetOptions()
-    if options.root not in ROOT_MODES:
-        raise RigError(f"root must be one of {', '.join(ROOT_MODES)}, not {options.root!r}")
     started = time.perf_counter()
-    for obj, what in ((source, "source"), (target, "target")):
-        if obj is None or obj.type != "ARMATURE":
-            raise RigError(f"the {what} is not an armature")
-        if obj.library is not None or obj.data.library is not None:
-            raise RigError(f"the {what} {obj.name!r} is linked from a library (read-only): make it local first")
-    ad = source.animation_data
-    if ad is None or ad.action is None:
-        raise RigError(f"the source {source.name!r} has no action to retarget")
-    src_action = ad.action
+    _check_inputs(source, target, options)
+    src_action = source.animation_data.action
     frames, reference, reference_why = take_frames(scene, source, options)
     first, last = frames[0], frames[-1]
-    hs = map_humanoid(source, options.source_roles or stored_roles(source))
-    ht = map_humanoid(target, options.target_roles or stored_roles(target))
-    if options.feet:  # the feet given by hand replace the mapped ones
-        for foot in find_feet(target, options.feet):
-            ht.roles[f"{foot.side} foot"] = foot.ankle
-            ht.roles.pop(f"{foot.side} toe", None)
-            if foot.ball:
-                ht.roles[f"{foot.side} toe"] = foot.ball
+    hs, ht = _mapped(source, target, options)
     driven = [ht.bone(f"{s} foot") for s in SIDES if driven_by_rig(target, ht.bone(f"{s} foot"))]
     controls = rigify_controls(target, ht) if driven else None
     if driven and controls is None:  # keys on them would be overridden: say so before anything is written
@@ -549,30 +529,13 @@ def retarget(scene, source, target, options=None, progress=None):
         raise RigError(f"the target's pelvis {pname!r} is connected to its parent: it cannot travel")
     target_feet = humanoid_feet(target, ht)
     pitched = long_feet(S, T, motion.sampler.feet, target_feet, Rt_rest)
-    # The target's bases, from the root down, every frame at once: X is a bone's pose with no basis of its own
-    # (its parent's pose carried to it), B its basis turning it to the world rotation wanted.
+    world = {}  # each keyed bone's world rotation wanted (F, 3, 3)
+    for name, (j, C) in constant.items():
+        if name in swinging:
+            C = swinging_turns(Rs[:, j], C, *swinging[name], motion.leg)  # (F, 3, 3)
+        world[name] = foot_pitch_scaled(Rs[:, j] @ C, *pitched[name]) if name in pitched else Rs[:, j] @ C
+    pose, X_of, basis = _bases(target, T, order, world, Rw_t, beside, pname, F)
     rest_t = T.rest
-    pose, X_of, basis = {}, {}, {}
-    for name in order:
-        b = target.data.bones[name]
-        k = T.index[name]
-        X = pose[b.parent.name] @ (np.linalg.inv(rest_t[T.index[b.parent.name]]) @ rest_t[k]) if b.parent else \
-            np.broadcast_to(rest_t[k], (F, 4, 4)).copy()
-        B = np.broadcast_to(np.eye(4), (F, 4, 4)).copy()
-        if name in constant:
-            j, C = constant[name]
-            Xr = X[:, :3, :3] / np.linalg.norm(X[:, :3, :3], axis=1, keepdims=True)
-            if name in swinging:
-                C = swinging_turns(Rs[:, j], C, *swinging[name], motion.leg)  # (F, 3, 3)
-            G = Rs[:, j] @ C  # world
-            if name in pitched:
-                G = foot_pitch_scaled(G, *pitched[name])
-            B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ G)  # armature space
-        basis[name], X_of[name], pose[name] = B, X, X @ B
-        if name in beside:
-            head = np.linalg.inv(rest_t[T.index[pname]]) @ np.append(rest_t[k][:3, 3], 1.0)  # in the pelvis's rest
-            pose[name] = pose[name].copy()
-            pose[name][:, :3, 3] = (pose[pname] @ head)[:, :3]
     # Feet parented to the root rather than their legs (game rigs): their heads follow their shins' tails.
     detached = {f.ankle: f.shin for f in target_feet if f.shin and f.ankle in keyed}
     t_feet = [ht.bone(f"{s} foot") for s in SIDES]
@@ -582,23 +545,10 @@ def retarget(scene, source, target, options=None, progress=None):
 
     ankles = np.stack([at_ankle(n, detached[n]) if n in detached else pose[n][:, :3, 3] for n in t_feet], axis=1)
     pelvis_heads = pose[pname][:, :3, 3]  # armature space, the pelvis not moved yet
-    # The source's lower ankle over the ground under it: its floor, or on uneven ground (a clip on rocks or stairs)
-    # where that foot stands (blended between its stances).
-    over = (motion.ankles[..., 2] - motion.floors).min(axis=1)
-    over -= float(np.percentile(over, 1)) if F else 0.0
-    # The pelvis travels as the source's from its first frame, scaled (or not, or not at all); its height puts
-    # the target's lower ankle over its floor as high as the source's (scaled) is over the source's floor.
-    travel = source_heads - source_heads[0]
-    if options.root == "in_place":
-        travel[:, :2] = 0.0
-    elif options.root == "from_feet":  # an in-place clip (the hips on a treadmill) given the travel its feet imply
-        travel[:, :2] = feet_travel(motion.pts, motion.sampler.cols, motion.contacts)
     to_world = lambda p: p @ W_t[:3, :3].T + W_t[:3, 3]  # noqa: E731
     pelvis_now = to_world(pelvis_heads)
-    lowest = to_world(ankles)[..., 2].min(axis=1)
-    pelvis_world = pelvis_now.copy()
-    pelvis_world[:, :2] = t_rest_heads[T.index[pname]][:2] + scale * travel[:, :2]
-    pelvis_world[:, 2] += target_floor + scale * over - lowest
+    pelvis_world = _pelvis_path(options, motion, source_heads, pelvis_now, to_world(ankles)[..., 2].min(axis=1),
+                                t_rest_heads[T.index[pname]], scale, target_floor)
     if options.root == "scaled" and not motion.treadmill:  # and besides, what keeps its standing feet from sliding
         pelvis_world[:, :2] += planted_travel(motion, target_feet, pose, ankles, to_world, pelvis_world - pelvis_now,
                                               SLIDE_SLACK * T.hip_height() / motion.fps)
@@ -609,19 +559,7 @@ def retarget(scene, source, target, options=None, progress=None):
                 ankles[:, t_feet.index(name)]) + shift
         X = X_of[name]
         locations[name] = np.linalg.solve(X[:, :3, :3], (want - X[:, :3, 3])[..., None])[..., 0]
-    # Keys into a new action of the target (its old one kept).
-    tad = target.animation_data or target.animation_data_create()
-    name, k = f"{src_action.name} on {target.name}", 2
-    while bpy.data.actions.get(name) is not None:  # (Blender's own would count up a name's last number: "on root.001"
-        name, k = f"{src_action.name} on {target.name} ({k})", k + 1  # read "on root.002", another armature)
-    action = bpy.data.actions.new(name)
-    slot = action.slots.new(id_type="OBJECT", name=target.name)
-    if tad.action is not None:
-        tad.action.use_fake_user = True
-    tad.action = action
-    tad.action_slot = slot
-    bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
-    fr = np.array(frames, dtype=float)
+    action, slot, bag = _new_action(target, src_action)
     if controls is not None:  # a generated Rigify rig: its controls keyed so that its deform bones take the poses
         wanted = {}
         for tb in constant:
@@ -631,23 +569,7 @@ def retarget(scene, source, target, options=None, progress=None):
             wanted[tb] = M
         key_rigify(scene, target, controls, wanted, frames, progress)
         order = []  # nothing keyed on the deform bones
-    for n in order:
-        pb = target.pose.bones[n]
-        path, mode = rotation_path(pb), pb.rotation_mode
-        values = rotation_channels(mode, basis[n][:, :3, :3], tuple(getattr(pb, path)))
-        for c in range(values.shape[1]):
-            fc = bag.fcurves.new(f'pose.bones["{n}"].{path}', index=c, group_name=n)
-            write_keys(fc, fr, values[:, c])
-    # Every keyed bone's pose is whole: its location (the pelvis's and root-parented feet's travel, else none)
-    # and a scale of 1 (a scale left on a bone from the target's old pose would lengthen its leg).
-    for n in order:
-        loc = locations.get(n)
-        for c in range(3):
-            if loc is not None or not target.data.bones[n].use_connect:
-                fc = bag.fcurves.find(f'pose.bones["{n}"].location', index=c) or \
-                    bag.fcurves.new(f'pose.bones["{n}"].location', index=c, group_name=n)
-                write_keys(fc, fr, loc[:, c] if loc is not None else np.zeros(len(fr)))
-            write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
+    _key_bones(bag, target, order, basis, locations, frames)
     report = RetargetReport(source.name, target.name, src_action.name, action.name, frames, pairs, float(scale), 0.0,
                             reference_frames=reference)
     if reference:
@@ -667,14 +589,8 @@ def retarget(scene, source, target, options=None, progress=None):
         if options.hands:  # each hand where the source's is from its pelvis, scaled, from the target's pelvis
             for k, s in enumerate(SIDES):
                 held[ht.bone(f"{s} hand")] = pelvis_world + scale * (source_hands[:, k] - source_heads)
-        ratio = T.hip_height() / max(S.hip_height(), 1e-9)  # the swing's height scales with the hips'
-        rise = {}
-        for k, (f, cols) in enumerate(zip(motion.sampler.feet, motion.sampler.cols)):
-            touching = motion.contacts[:, cols].any(axis=1)
-            if touching.any():
-                rise[f.side] = ratio * rise_over_stances(motion.ankles[:, k, 2], touching)
         report.feet = _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress,
-                             held, rise)
+                             held, _swing_rises(motion, T.hip_height() / max(S.hip_height(), 1e-9)))
         report.hands_mm = report.feet.held_mm
         report.action = target.animation_data.action.name
     if controls is None:
@@ -688,6 +604,131 @@ def retarget(scene, source, target, options=None, progress=None):
     scene.frame_start, scene.frame_end = min(scene.frame_start, first), max(scene.frame_end, last)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _pelvis_path(options, motion, source_heads, pelvis_now, lowest, rest_head, scale, target_floor):
+    """(F, 3) where the character's pelvis goes (world): it travels as the source's from its first frame, scaled
+    (or not, or not at all: options.root; from_feet, an in-place clip given the travel its feet imply) from its
+    rest head; its height puts its lower ankle (``lowest``, where the copy has it now, the pelvis at
+    ``pelvis_now``) over its floor as high as the source's (scaled) is over the ground under it (its floor, or on
+    uneven ground, a clip on rocks or stairs, where that foot stands, blended between its stances)."""
+    over = (motion.ankles[..., 2] - motion.floors).min(axis=1)
+    over -= float(np.percentile(over, 1)) if len(over) else 0.0
+    travel = source_heads - source_heads[0]
+    if options.root == "in_place":
+        travel[:, :2] = 0.0
+    elif options.root == "from_feet":
+        travel[:, :2] = feet_travel(motion.pts, motion.sampler.cols, motion.contacts)
+    pelvis_world = pelvis_now.copy()
+    pelvis_world[:, :2] = rest_head[:2] + scale * travel[:, :2]
+    pelvis_world[:, 2] += target_floor + scale * over - lowest
+    return pelvis_world
+
+
+def _new_action(target, src_action):
+    """(action, slot, channel bag) of a new action of the character, named for the clip it takes (its old action
+    kept, with a fake user)."""
+    import bpy
+    from bpy_extras import anim_utils
+
+    tad = target.animation_data or target.animation_data_create()
+    name, k = f"{src_action.name} on {target.name}", 2
+    while bpy.data.actions.get(name) is not None:  # (Blender's own would count up a name's last number: "on root.001"
+        name, k = f"{src_action.name} on {target.name} ({k})", k + 1  # read "on root.002", another armature)
+    action = bpy.data.actions.new(name)
+    slot = action.slots.new(id_type="OBJECT", name=target.name)
+    if tad.action is not None:
+        tad.action.use_fake_user = True
+    tad.action = action
+    tad.action_slot = slot
+    return action, slot, anim_utils.action_ensure_channelbag_for_slot(action, slot)
+
+
+def _key_bones(bag, target, order, basis, locations, frames):
+    """Keys of the bones ``order`` on ``frames``: each one's rotation (its ``basis`` in its own rotation mode), and
+    its pose whole: its location (``locations``: the pelvis's and root-parented feet's travel, else none) and a
+    scale of 1 (a scale left on a bone from the character's old pose would lengthen its leg)."""
+    fr = np.array(frames, dtype=float)
+    for n in order:
+        pb = target.pose.bones[n]
+        path, mode = rotation_path(pb), pb.rotation_mode
+        values = rotation_channels(mode, basis[n][:, :3, :3], tuple(getattr(pb, path)))
+        for c in range(values.shape[1]):
+            fc = bag.fcurves.new(f'pose.bones["{n}"].{path}', index=c, group_name=n)
+            write_keys(fc, fr, values[:, c])
+    for n in order:
+        loc = locations.get(n)
+        for c in range(3):
+            if loc is not None or not target.data.bones[n].use_connect:
+                fc = bag.fcurves.find(f'pose.bones["{n}"].location', index=c) or \
+                    bag.fcurves.new(f'pose.bones["{n}"].location', index=c, group_name=n)
+                write_keys(fc, fr, loc[:, c] if loc is not None else np.zeros(len(fr)))
+            write_keys(bag.fcurves.new(f'pose.bones["{n}"].scale', index=c, group_name=n), fr, np.ones(len(fr)))
+
+
+def _swing_rises(motion, ratio):
+    """{side: (F,) how high that foot's ankle should rise over where it stands}: the source's over its stances,
+    times ``ratio`` (the swing's height scales with the hips'), for the feet that touch."""
+    rise = {}
+    for k, (f, cols) in enumerate(zip(motion.sampler.feet, motion.sampler.cols)):
+        touching = motion.contacts[:, cols].any(axis=1)
+        if touching.any():
+            rise[f.side] = ratio * rise_over_stances(motion.ankles[:, k, 2], touching)
+    return rise
+
+
+def _check_inputs(source, target, options):
+    """A RigError for what no retarget can take: an unknown root mode, a source or target that is no armature or
+    is linked from a library (read-only), a source with no action."""
+    if options.root not in ROOT_MODES:
+        raise RigError(f"root must be one of {', '.join(ROOT_MODES)}, not {options.root!r}")
+    for obj, what in ((source, "source"), (target, "target")):
+        if obj is None or obj.type != "ARMATURE":
+            raise RigError(f"the {what} is not an armature")
+        if obj.library is not None or obj.data.library is not None:
+            raise RigError(f"the {what} {obj.name!r} is linked from a library (read-only): make it local first")
+    ad = source.animation_data
+    if ad is None or ad.action is None:
+        raise RigError(f"the source {source.name!r} has no action to retarget")
+
+
+def _mapped(source, target, options):
+    """(source's, character's) humanoid maps: given (options), kept on the armature, else found; the character's
+    feet given by hand (options.feet) replace its mapped ones."""
+    hs = map_humanoid(source, options.source_roles or stored_roles(source))
+    ht = map_humanoid(target, options.target_roles or stored_roles(target))
+    if options.feet:
+        for foot in find_feet(target, options.feet):
+            ht.roles[f"{foot.side} foot"] = foot.ankle
+            ht.roles.pop(f"{foot.side} toe", None)
+            if foot.ball:
+                ht.roles[f"{foot.side} toe"] = foot.ball
+    return hs, ht
+
+
+def _bases(target, T, order, world, Rw_t, beside, pname, F):
+    """({bone: pose (F, 4, 4)}, {bone: X}, {bone: basis B}) of the character's keyed bones (``order``: parents
+    first), from the root down, every frame at once: X is a bone's pose with no basis of its own (its parent's
+    pose carried to it), B its basis turning it to the world rotation wanted (``world`` {bone: (F, 3, 3)}; a bone
+    with none keeps its rest); the heads of thighs hanging from a root beside the pelvis (``beside``) where the
+    pelvis carries them."""
+    rest_t = T.rest
+    pose, X_of, basis = {}, {}, {}
+    for name in order:
+        b = target.data.bones[name]
+        k = T.index[name]
+        X = pose[b.parent.name] @ (np.linalg.inv(rest_t[T.index[b.parent.name]]) @ rest_t[k]) if b.parent else \
+            np.broadcast_to(rest_t[k], (F, 4, 4)).copy()
+        B = np.broadcast_to(np.eye(4), (F, 4, 4)).copy()
+        if name in world:
+            Xr = X[:, :3, :3] / np.linalg.norm(X[:, :3, :3], axis=1, keepdims=True)
+            B[:, :3, :3] = np.swapaxes(Xr, 1, 2) @ (Rw_t.T @ world[name])  # armature space
+        basis[name], X_of[name], pose[name] = B, X, X @ B
+        if name in beside:
+            head = np.linalg.inv(rest_t[T.index[pname]]) @ np.append(rest_t[k][:3, 3], 1.0)  # in the pelvis's rest
+            pose[name] = pose[name].copy()
+            pose[name][:, :3, 3] = (pose[pname] @ head)[:, :3]
+    return pose, X_of, basis
 
 
 def _plant(scene, motion, target, ht, action, slot, frames, options, pelvis_world, progress, held=None,
