@@ -136,34 +136,23 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit=Non
         iters = int(exploit_iterations or (10 if exploit == "lm" else 40))
         return compiled.run_memetic(k, problem, tree.project(q0), budget, rng, P, E, exploit, iters, int(waves), clock)
     iters = int(exploit_iterations or (3 if exploit == "lm" else 40))
+    return _generations(problem, q0, budget, rng, P, E, exploit, iters, waves, clock)
+
+
+def _generations(problem, q0, budget, rng, P, E, exploit, iters, waves, clock):
+    """Algorithm 1 on numpy (run): (q, message, elites), P individuals, E elites exploited by ``iters`` iterations
+    of ``exploit`` each generation, offspring bred in ``waves``."""
+    tree, n = problem.tree, problem.tree.n
     span = tree.span()
     fit = Fitness(problem)
 
     blm = lm.BatchLM(problem) if exploit == "lm" else None
 
-    def exploit_elites(X_elite):
-        """Eq. 22's x' for every elite, all elites at once: L-BFGS-B runs in lockstep with their evaluations
-        batched (the paper gives each elite a thread), or LM iterations on the residuals. Also returns
-        the index of an elite that met every objective (the solve is then over), or None."""
-        if blm is not None:  # a measured alternative (see benchmarks): LM iterations on the residuals
-            ev = blm.evaluate(X_elite)
-            for _ in range(iters):
-                if budget.past_deadline() or ev[3].any():
-                    break
-                X_elite, ev, _ = blm.step(X_elite, ev)
-            return X_elite, (int(np.flatnonzero(ev[3])[0]) if ev[3].any() else None)
-        X_out, _, done = lbfgsb.minimize_batch(fit.evaluate, X_elite, tree._clip_lower, tree._clip_upper, iters,
-                                               deadline=budget.past_deadline)
-        return tree.project(X_out), done
+    def initialise(first):  # eq. 16: the population ranked
+        X = np.vstack([first[None], tree.random_configurations(rng, P - 1)])
+        return _ranked(X, np.zeros((P, n)), fit.batch(X))
 
-    def initialise(first):
-        X = np.vstack([first[None], tree.random_configurations(rng, P - 1)])  # eq. 16
-        return X, np.zeros((P, n))
-
-    X, G = initialise(tree.project(q0))
-    phi = fit.batch(X)
-    order = np.argsort(phi, kind="stable")
-    X, G, phi = X[order], G[order], phi[order]
+    X, G, phi = initialise(tree.project(q0))
     best_q, best_phi = X[0].copy(), phi[0]
     message = "budget exhausted"
     while True:
@@ -178,7 +167,7 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit=Non
         # Exploitation of the elites (eq. 21-22).
         elite_improved = False
         t_exploit = time.perf_counter()
-        X_new, solved = exploit_elites(X[:E].copy())
+        X_new, solved = _exploited(X[:E].copy(), blm, fit, tree, budget, iters)
         phi_new = fit.batch(X_new)
         better = phi_new < phi[:E]
         if better.any():
@@ -205,40 +194,66 @@ def run(problem, q0, budget, rng=None, population=None, elites=None, exploit=Non
                 Xw = tree.random_configurations(rng, m)
                 X_off.append(Xw), G_off.append(np.zeros((m, n))), phi_off.append(fit.batch(Xw))
                 continue
-            p1, p2 = _rank_select(rng, available, m), _rank_select(rng, available, m)
-            proto = _rank_select(rng, available, m)
-            x = X[p1] + rng.random((m, n)) * (X[p2] - X[p1])  # eq. 17: I_U(x^P1, x^P2) + g
-            g = rng.random((m, n)) * G[p1] + rng.random((m, n)) * G[p2]
-            x = x + g
-            rate = (xi[p1] * (n - 1) + 1.0) / n  # eq. 19
-            mutate = rng.random((m, n)) < rate[:, None]
-            delta = mutate * rng.uniform(-1.0, 1.0, (m, n)) * (0.5 * (xi[p1] + xi[p2]))[:, None] * span
-            x, g = x + delta, g + delta
-            mean = 0.5 * (X[p1] + X[p2])  # eq. 20: adopt from the parents' average and a prototype
-            a = rng.random((m, n))
-            step = (1.0 - a) * rng.random((m, n)) * (mean - x) + a * rng.random((m, n)) * (X[proto] - x)
-            x, g = x + step, g + step
-            feasible = tree.project(x)  # constrain genes (wrap, clip, swing ellipse)
-            g = g + (feasible - x)
-            phi_w = fit.batch(feasible)
+            Xw, Gw, p1, p2 = _offspring(rng, X, G, xi, available, m, span, tree)
+            phi_w = fit.batch(Xw)
             pool[p1[phi_w < phi[p1]]] = False  # eq. 23: niching by pre-selection
             pool[p2[phi_w < phi[p2]]] = False
-            X_off.append(feasible), G_off.append(g), phi_off.append(phi_w)
+            X_off.append(Xw), G_off.append(Gw), phi_off.append(phi_w)
         clock["offspring"] += time.perf_counter() - t_offspring
-        X = np.vstack([X[:E]] + X_off)
-        G = np.vstack([G[:E]] + G_off)
-        phi = np.concatenate([phi[:E]] + phi_off)
-        order = np.argsort(phi, kind="stable")
-        X, G, phi = X[order], G[order], phi[order]
+        X, G, phi = _ranked(np.vstack([X[:E]] + X_off), np.vstack([G[:E]] + G_off), np.concatenate([phi[:E]] + phi_off))
         improved = phi[0] < best_phi
         if improved:
             best_q, best_phi = X[0].copy(), phi[0]
         if not improved and not elite_improved:  # eq. 24: wipe out, keep the solution
-            X, G = initialise(best_q)
-            phi = fit.batch(X)
-            order = np.argsort(phi, kind="stable")
-            X, G, phi = X[order], G[order], phi[order]
+            X, G, phi = initialise(best_q)
     return best_q, message, _distinct_elites(X, phi, E, best_q, best_phi)
+
+
+def _ranked(X, G, phi):
+    """The population (individuals X, their genes G, fitness phi) in rank order, best first (stable)."""
+    order = np.argsort(phi, kind="stable")
+    return X[order], G[order], phi[order]
+
+
+def _exploited(X_elite, blm, fit, tree, budget, iters):
+    """Eq. 22's x' for every elite, all elites at once: L-BFGS-B runs in lockstep with their evaluations batched
+    (the paper gives each elite a thread), or with ``blm`` (a measured alternative, see benchmarks) LM iterations
+    on the residuals. Also returns the index of an elite that met every objective (the solve is then over), or
+    None."""
+    if blm is not None:
+        ev = blm.evaluate(X_elite)
+        for _ in range(iters):
+            if budget.past_deadline() or ev[3].any():
+                break
+            X_elite, ev, _ = blm.step(X_elite, ev)
+        return X_elite, (int(np.flatnonzero(ev[3])[0]) if ev[3].any() else None)
+    X_out, _, done = lbfgsb.minimize_batch(fit.evaluate, X_elite, tree._clip_lower, tree._clip_upper, iters,
+                                           deadline=budget.past_deadline)
+    return tree.project(X_out), done
+
+
+def _offspring(rng, X, G, xi, available, m, span, tree):
+    """(x (m, n), their genes g (m, n), parents p1 (m,), p2 (m,)): ``m`` children of parents ranked-selected
+    from the mating pool (``available``), each made in the order Algorithm 1 draws them: crossed over between its
+    two parents with their inherited moves (eq. 17: I_U(x^P1, x^P2) + g), mutated at the parents' extinction
+    rate (eq. 19), adopting from their average and a prototype (eq. 20), then projected onto the joints' limits
+    (wrap, clip, swing ellipse), the projection counted in its genes."""
+    n = X.shape[1]
+    p1, p2 = _rank_select(rng, available, m), _rank_select(rng, available, m)
+    proto = _rank_select(rng, available, m)
+    x = X[p1] + rng.random((m, n)) * (X[p2] - X[p1])
+    g = rng.random((m, n)) * G[p1] + rng.random((m, n)) * G[p2]
+    x = x + g
+    rate = (xi[p1] * (n - 1) + 1.0) / n
+    mutate = rng.random((m, n)) < rate[:, None]
+    delta = mutate * rng.uniform(-1.0, 1.0, (m, n)) * (0.5 * (xi[p1] + xi[p2]))[:, None] * span
+    x, g = x + delta, g + delta
+    mean = 0.5 * (X[p1] + X[p2])
+    a = rng.random((m, n))
+    step = (1.0 - a) * rng.random((m, n)) * (mean - x) + a * rng.random((m, n)) * (X[proto] - x)
+    x, g = x + step, g + step
+    feasible = tree.project(x)
+    return feasible, g + (feasible - x), p1, p2
 
 
 def _distinct_elites(X, phi, E, best_q, best_phi, tol=1e-4):
