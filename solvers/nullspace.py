@@ -59,6 +59,99 @@ def _numerical_gradient(f, x, h):
     return g
 
 
+def _equalities(x, eq, clip, grad, search):
+    """Alg. 1: (x, J_eq) with each equality constraint g in ``eq`` driven to zero in the nullspace of the previous
+    ones' gradients (J_eq: those gradients, signed toward zero): a line search (``search``: initial step, its
+    multiplier, most steps) doubling its step until |g| grows (the minimal point), reversing at a zero
+    crossing."""
+    n = len(x)
+    initial_step_length, step_multiplier, max_inner = search
+    J_eq = []
+    for g in eq:
+        c = g(x)
+        dg = np.sign(c) * grad(g, x)
+        if np.linalg.norm(dg) < ZERO:
+            continue  # zero gradient
+        previous = list(J_eq)
+        J_eq.append(dg)
+        if abs(c) < ZERO:
+            continue  # already solved
+        d = nullspace_projector(np.array(previous), n) @ dg if previous else dg
+        if np.linalg.norm(d) < ZERO:
+            continue  # empty nullspace
+        step = initial_step_length
+        for _ in range(max_inner):
+            x_new = clip(x - step * d)
+            c_new = g(x_new)
+            if abs(c_new) > abs(c):
+                break  # minimal point reached
+            if np.sign(c_new) != np.sign(c):
+                d = -d  # zero crossing: reverse
+            x, c = x_new, c_new
+            step *= step_multiplier
+    return x, J_eq
+
+
+def _inequalities(x, ineq, J_eq, clip, grad, search, step_tol):
+    """Alg. 2: (x, J_ineq) with each violated inequality constraint h in ``ineq`` driven to its zero crossing in
+    the nullspace of the equalities' gradients and of the active inequalities' that oppose it (J_ineq: the active
+    ones' gradients; within ``step_tol`` of the boundary counts as active: no ping-pong)."""
+    n = len(x)
+    initial_step_length, step_multiplier, max_inner = search
+    J_ineq = []
+    for h in ineq:
+        c = h(x)
+        if c < -step_tol:
+            continue  # inactive
+        dh = grad(h, x)
+        if np.linalg.norm(dh) < ZERO:
+            continue
+        active = list(J_eq) + [row for row in J_ineq if row @ dh < 0.0]
+        J_ineq.append(dh)
+        if c < 0.0:
+            continue  # active but satisfied: constrains the cost stage only
+        d = nullspace_projector(np.array(active), n) @ dh if active else dh
+        if np.linalg.norm(d) < ZERO:
+            continue
+        step = initial_step_length
+        for _ in range(max_inner):
+            x_new = clip(x - step * d)
+            c_new = h(x_new)
+            if c_new < 0.0:
+                x = x_new  # zero crossing reached: take it, so the cost stage starts feasible
+                break
+            x = x_new
+            step *= step_multiplier
+    return x, J_ineq
+
+
+def _cost_descent(x, f, cost0, ineq, J_eq, J_ineq, clip, grad, search):
+    """Alg. 3: x moved down the cost f (``cost0`` at x) in the nullspace of the active constraints' gradients
+    (those opposing the cost's), the step doubling while the cost falls and no inequality becomes violated
+    (Alg. 2 activates it next iteration)."""
+    n = len(x)
+    initial_step_length, step_multiplier, max_inner = search
+    df = grad(f, x)
+    if np.linalg.norm(df) <= ZERO:
+        return x
+    active = list(J_eq) + [row for row in J_ineq if row @ df < 0.0]
+    d = nullspace_projector(np.array(active), n) @ df if active else df
+    if np.linalg.norm(d) <= ZERO:
+        return x
+    step, c = initial_step_length, cost0
+    h_now = [h(x) for h in ineq]
+    for _ in range(max_inner):
+        x_new = clip(x - step * d)
+        c_new = f(x_new)
+        if c_new > c:
+            break
+        x, c = x_new, c_new
+        if any(h(x) > max(0.0, hv) for h, hv in zip(ineq, h_now)):
+            break
+        step *= step_multiplier
+    return x
+
+
 def minimize(
     cost, x0, eq=(), ineq=(), bounds=None, max_iter=1000, initial_step_length=1e-6, step_multiplier=2.0,
     step_tol=1e-4, cost_tol=1e-4, constraint_tol=1e-3, gradient_step=1e-7, max_inner=200,
@@ -88,75 +181,13 @@ def minimize(
         raise ValueError("minimize: x0 must be finite")
 
     message, converged, it = "maximum iterations reached", False, 0
+    search = (initial_step_length, step_multiplier, max_inner)
     for it in range(1, max_iter + 1):
         x_start = x.copy()
-        # Alg. 1: equality constraints, each in the nullspace of the previous ones.
-        J_eq = []
-        for g in eq:
-            c = g(x)
-            dg = np.sign(c) * grad(g, x)
-            if np.linalg.norm(dg) < ZERO:
-                continue  # zero gradient
-            previous = list(J_eq)
-            J_eq.append(dg)
-            if abs(c) < ZERO:
-                continue  # already solved
-            d = nullspace_projector(np.array(previous), n) @ dg if previous else dg
-            if np.linalg.norm(d) < ZERO:
-                continue  # empty nullspace
-            step = initial_step_length
-            for _ in range(max_inner):
-                x_new = clip(x - step * d)
-                c_new = g(x_new)
-                if abs(c_new) > abs(c):
-                    break  # minimal point reached
-                if np.sign(c_new) != np.sign(c):
-                    d = -d  # zero crossing: reverse
-                x, c = x_new, c_new
-                step *= step_multiplier
-        # Alg. 2: inequality constraints, only when violated.
-        J_ineq = []
-        for h in ineq:
-            c = h(x)
-            if c < -step_tol:
-                continue  # inactive (within step_tol of the boundary counts as active: no ping-pong)
-            dh = grad(h, x)
-            if np.linalg.norm(dh) < ZERO:
-                continue
-            active = list(J_eq) + [row for row in J_ineq if row @ dh < 0.0]
-            J_ineq.append(dh)
-            if c < 0.0:
-                continue  # active but satisfied: constrains the cost stage only
-            d = nullspace_projector(np.array(active), n) @ dh if active else dh
-            if np.linalg.norm(d) < ZERO:
-                continue
-            step = initial_step_length
-            for _ in range(max_inner):
-                x_new = clip(x - step * d)
-                c_new = h(x_new)
-                if c_new < 0.0:
-                    x = x_new  # zero crossing reached: take it, so the cost stage starts feasible
-                    break
-                x = x_new
-                step *= step_multiplier
-        # Alg. 3: the cost, in the nullspace of the active constraints.
+        x, J_eq = _equalities(x, eq, clip, grad, search)
+        x, J_ineq = _inequalities(x, ineq, J_eq, clip, grad, search, step_tol)
         cost0 = f(x)
-        df = grad(f, x)
-        if np.linalg.norm(df) > ZERO:
-            active = list(J_eq) + [row for row in J_ineq if row @ df < 0.0]
-            d = nullspace_projector(np.array(active), n) @ df if active else df
-            if np.linalg.norm(d) > ZERO:
-                step, c = initial_step_length, cost0
-                h_now = [h(x) for h in ineq]
-                for _ in range(max_inner):
-                    x_new = clip(x - step * d)
-                    c_new = f(x_new)
-                    if c_new > c:
-                        break
-                    x, c = x_new, c_new
-                    if any(h(x) > max(0.0, hv) for h, hv in zip(ineq, h_now)):
-                        break  # an inequality became violated: Alg. 2 activates it next iteration
-                    step *= step_multiplier
+        x = _cost_descent(x, f, cost0, ineq, J_eq, J_ineq, clip, grad, search)
         cost1 = f(x)
         if np.linalg.norm(x - x_start) < step_tol:
             message, converged = "step below step_tol", True
