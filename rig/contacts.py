@@ -133,48 +133,10 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
     ground = np.tile(own, (F, 1))  # per frame and point: the floor it is judged against
     slow = speed < v_on
     swinging = np.array([~slow[:, c].any(axis=1) for c in cols]).T  # (F, feet): no point of the foot is slow
-    # The feet's stances: runs where a point of the foot is slow (the toe stays while the heel rises), joined
-    # over fewer than min_frames fast frames; the foot's floor in each is the low height of its lowest point,
-    # each point's floor that plus the point's own offset (a heel higher than the ball on a mocap skeleton).
-    stances = []  # (foot, first, stop: where the next stance begins, floor, on its own lowest floor)
-    local = np.full((F, len(cols)), np.nan)  # where each foot's lowest point stands, near each frame of a stance
-    half = max(1, int(round(0.25 * fps)))
-    for k, c in enumerate(cols):
-        merged = []
-        for a, b in runs(slow[:, c].any(axis=1)):
-            if merged and a - merged[-1][1] - 1 < min_frames:
-                merged[-1] = (merged[-1][0], b)
-            else:
-                merged.append((a, b))
-        lowest = z[:, (level_cols or cols)[k]].min(axis=1)
-        for n, (a, b) in enumerate(merged):
-            low, most = np.percentile(lowest[a:b + 1], [5, 25])
-            low = float(most if most - low > h_on else low)  # (a toe poked through the floor as it leaves: no level)
-            local[a:b + 1, k] = low
-            if np.percentile(lowest[a:b + 1], 75) - low > 0.5 * h_on:  # a stance whose level drifts (mocap): its
-                # level the same low height over the half second around each frame (within the stance)
-                near = sliding_window_view(np.pad(lowest[a:b + 1], half, constant_values=np.nan), 2 * half + 1)
-                near_low, near_most = np.nanpercentile(near, [5, 25], axis=1)
-                local[a:b + 1, k] = np.where(near_most - near_low > h_on, near_most, near_low)
-            stop = merged[n + 1][0] if n + 1 < len(merged) else F
-            stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
+    stances, local = _stances(z, slow, cols, level_cols, own, h_on, min_frames, fps)
     stances = _on_drifting_floor(stances, h_on, int(round(2.0 * fps)))
-    # Above its lowest floor, a stance holds the body when another foot swings meanwhile (the weight is on this
-    # one), or when it is no higher than where another foot stands then (both feet on the top tread); not a
-    # raised foot held still.
-    standing = np.full((F, len(cols)), np.inf)  # the floor each foot stands on, where that is sure
+    standing, stood = _standing(stances, swinging, F, min_frames)
     floors = np.full((F, len(cols)), np.nan)  # the floor under each foot: where it stands, in between blended
-    stood = np.zeros(len(cols), dtype=bool)
-    lengths = [b - a + 1 for _, a, b, _, _, base in stances if base and b - a + 1 >= min_frames] or \
-        [b - a + 1 for _, a, b, _, _, _ in stances if b - a + 1 >= min_frames]
-    typical = float(np.median(lengths)) if lengths else 0.0  # a stance's length in this clip (on the floor)
-    for k, a, b, _, low, base in stances:
-        others = np.delete(swinging, k, axis=1)
-        carries = others.size > 0 and int(others[a:b + 1].any(axis=1).sum()) >= min_frames
-        stood[k] |= carries and b - a + 1 >= min_frames
-        # Not the feet slowing together at a jump's top: that is shorter than a stance.
-        if base or (carries and b - a + 1 >= 0.5 * typical):
-            standing[a:b + 1, k] = low
     for k, a, b, stop, low, base in stances:
         c = cols[k]
         if np.isfinite(standing[a, k]):
@@ -192,6 +154,57 @@ def detect_sole_contacts(pts, speed, cols, leg, fps, in_place, level_cols=None):
         floors[:, k] = np.interp(t, t[known], floors[known, k]) if known.any() else own[c].min()
         floors[:, k] = np.minimum(floors[:, k], z[:, c].min(axis=1))  # never over the foot (a step down at the end)
     return detect_contacts(height, speed, h_on, v_on, min_frames, pts), floors, stood
+
+
+def _stances(z, slow, cols, level_cols, own, h_on, min_frames, fps):
+    """([(foot, first, last, stop: where the next stance begins, floor, on its own lowest floor)], local (F,
+    feet)): the feet's stances, runs where a point of the foot is ``slow`` (the toe stays while the heel rises),
+    joined over fewer than ``min_frames`` fast frames; the foot's floor in each the low height of its lowest point
+    (a toe poked through the floor as it leaves: no level), or in a stance whose level drifts (mocap) the same
+    low height over the half second around each frame (``local``: where each foot's lowest point stands, near
+    each frame of a stance)."""
+    F = len(z)
+    stances = []
+    local = np.full((F, len(cols)), np.nan)
+    half = max(1, int(round(0.25 * fps)))
+    for k, c in enumerate(cols):
+        merged = []
+        for a, b in runs(slow[:, c].any(axis=1)):
+            if merged and a - merged[-1][1] - 1 < min_frames:
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        lowest = z[:, (level_cols or cols)[k]].min(axis=1)
+        for n, (a, b) in enumerate(merged):
+            low, most = np.percentile(lowest[a:b + 1], [5, 25])
+            low = float(most if most - low > h_on else low)
+            local[a:b + 1, k] = low
+            if np.percentile(lowest[a:b + 1], 75) - low > 0.5 * h_on:
+                near = sliding_window_view(np.pad(lowest[a:b + 1], half, constant_values=np.nan), 2 * half + 1)
+                near_low, near_most = np.nanpercentile(near, [5, 25], axis=1)
+                local[a:b + 1, k] = np.where(near_most - near_low > h_on, near_most, near_low)
+            stop = merged[n + 1][0] if n + 1 < len(merged) else F
+            stances.append((k, a, b, stop, low, low - own[c].min() < h_on))
+    return stances, local
+
+
+def _standing(stances, swinging, F, min_frames):
+    """((F, feet) the floor each foot stands on where that is sure, else inf; (feet,) whether each foot stood still
+    while another swung): above its lowest floor, a stance holds the body when another foot swings meanwhile (the
+    weight is on this one) and it lasts at least half as long as the clip's stances do (not the feet slowing
+    together at a jump's top: that is shorter than a stance); not a raised foot held still."""
+    standing = np.full((F, swinging.shape[1]), np.inf)
+    stood = np.zeros(swinging.shape[1], dtype=bool)
+    lengths = [b - a + 1 for _, a, b, _, _, base in stances if base and b - a + 1 >= min_frames] or \
+        [b - a + 1 for _, a, b, _, _, _ in stances if b - a + 1 >= min_frames]
+    typical = float(np.median(lengths)) if lengths else 0.0  # a stance's length in this clip (on the floor)
+    for k, a, b, _, low, base in stances:
+        others = np.delete(swinging, k, axis=1)
+        carries = others.size > 0 and int(others[a:b + 1].any(axis=1).sum()) >= min_frames
+        stood[k] |= carries and b - a + 1 >= min_frames
+        if base or (carries and b - a + 1 >= 0.5 * typical):
+            standing[a:b + 1, k] = low
+    return standing, stood
 
 
 def _on_drifting_floor(stances, h_on, window):
