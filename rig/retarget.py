@@ -358,7 +358,7 @@ def _constants(S, T, hs, pairs, Rs, motion):
     C = lambda sb, tb, A: Rs_rest[S.index[sb]].T @ A @ Rt_rest[T.index[tb]]  # noqa: E731
     constant = {tb: (S.index[sb], C(sb, tb, standing.get(role, np.eye(3)).T @ aligned[role]))
                 for role, sb, tb in pairs}
-    pointed = _alignments(S, T, pairs, SIDES) if feet else {}
+    pointed = _alignments(S, T, [p for p in pairs if p[0] in feet], SIDES)  # (the feet alone)
     swinging = {tb: (C(sb, tb, pointed[role]), flat_up(Rs[flat[role], S.index[sb]]),
                      sole_heights(motion, role.split()[0]))
                 for role, sb, tb in pairs

@@ -9,6 +9,7 @@ from ..solvers.rotations import exp_so3, log_so3, turn_between, unit
 from .contacts import CONTACT_HEIGHT, moving
 from .feet import find_feet
 from .humanoid import SIDES
+from .swing import smoothstep
 
 FEWEST_FLAT = 3  # frames a foot stands flat in to read how it lies then (a run's stances are short)
 
@@ -156,9 +157,9 @@ def swinging_turns(R, flat, pointed, up, height, leg):
     skeleton's foot is a line from ankle to toe: where it stands its sole is what shows; swinging far from
     standing, the way it points (a Bandai Namco run's foot kicked back, turned about that line by the capture,
     turned the long block of Quaternius' Robot's foot sideways)."""
-    ease = lambda x: np.clip(x, 0.0, 1.0) ** 2 * (3.0 - 2.0 * np.clip(x, 0.0, 1.0))  # noqa: E731
+    ease = lambda x: smoothstep(np.clip(x, 0.0, 1.0))  # noqa: E731
     tilt = np.arccos(np.clip((R @ up)[:, 2], -1.0, 1.0))
-    w = ease((tilt - np.pi / 3) / (np.pi / 3)) * ease((height - 0.03 * leg) / (0.1 * leg))
+    w = ease((tilt - np.pi / 3) / (np.pi / 3)) * ease((height - CONTACT_HEIGHT * leg) / (0.1 * leg))
     return flat @ exp_so3(w[:, None] * log_so3(flat.T @ pointed))
 
 
