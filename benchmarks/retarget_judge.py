@@ -861,12 +861,43 @@ def source_floor(P, valid, V, leg):
     return a, b, c
 
 
-def carried(point, R, mask, d):
-    """(n, 3) ``point`` (n, 3) moved by ``d`` (m, 3: world offsets on the frames of ``mask``), carried with the bone
-    whose rotations are R (n, 3, 3): the offsets' mean in the bone's frame (a skinless foot's heel, made as it
-    stands)."""
-    local = np.mean(np.einsum("nji,nj->ni", R[mask], d), axis=0)
+def heel_offset(R, mask, d):
+    """(3,) world offsets ``d`` (m, 3: on the frames of ``mask``) of a bone whose rotations are R (n, 3, 3), as
+    one offset in the bone's frame: their mean (a skinless foot's heel, made as it stands)."""
+    return np.mean(np.einsum("nji,nj->ni", R[mask], d), axis=0)
+
+
+def flattest(ankle_height, contacts, share=0.2):
+    """(n,) bool: in each contact, the frames (``share`` of them, at least one) whose ankle stands lowest: the
+    foot flat, its heel down (a contact's other frames have the heel rising or the toes not yet down)."""
+    out = np.zeros(len(contacts), bool)
+    for a, b in runs(contacts):
+        n = max(1, int(round(share * (b - a))))
+        out[a + np.argsort(ankle_height[a:b])[:n]] = True
+    return out
+
+
+def carried(point, R, local):
+    """(n, 3) ``point`` (n, 3) moved by ``local``, an offset in the frame of the bone whose rotations are R."""
     return point + np.einsum("nij,j->ni", R, local)
+
+
+def foot_scale(src, res, side, tol=0.02):
+    """The result's foot over the source's when it is the source's, scaled (ankle, ball and toe tip where they are
+    in the foot bone's frame in rest, within ``tol`` of the foot's length once scaled: a skeleton paired with
+    itself), else None."""
+    keys = [f"{side} {k}" for k in ("ankle", "ball", "toe")]
+    role = f"{side} foot"
+    if not all(k in src["rest_points"] and k in res["rest_points"] for k in keys) or \
+            role not in src["rest_rot"] or role not in res["rest_rot"]:
+        return None
+    shape = [(np.array([data["rest_points"][k] for k in keys[1:]]) - data["rest_points"][keys[0]]) @
+             data["rest_rot"][role] for data in (src, res)]  # (rows: ball, toe tip, in the bone's frame)
+    lengths = [float(np.linalg.norm(x[-1])) for x in shape]
+    if min(lengths) <= 0:
+        return None
+    k = lengths[1] / lengths[0]
+    return k if float(np.max(np.linalg.norm(shape[1] - k * shape[0], axis=1))) <= tol * lengths[1] else None
 
 
 def heights(P, floor):
@@ -1253,13 +1284,16 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
     contact_s, cdet = source_contacts(H_s, V_s, valid, fps_src, leg_s)
     # the source's heels (a skeleton has none): under each ankle at its toe tip's level as the foot stands on its
     # contacts, carried with the foot bone; with the toe tips, the source's sole
+    heels_s = {}
     for s, cmask in contact_s.items():
         R = src["data"]["rot"].get(f"{s} foot")
         if R is None or not cmask.any():
             continue
-        d = np.zeros((int(cmask.sum()), 3))
-        d[:, 2] = -(H_s[f"{s} ankle"][cmask] - H_s[f"{s} toe"][cmask])
-        P_s[f"{s} heel"] = carried(P_s[f"{s} ankle"], R, cmask, d)
+        flat = flattest(H_s[f"{s} ankle"], cmask)
+        d = np.zeros((int(flat.sum()), 3))
+        d[:, 2] = -(H_s[f"{s} ankle"][flat] - H_s[f"{s} toe"][flat])
+        heels_s[s] = heel_offset(R, flat, d)
+        P_s[f"{s} heel"] = carried(P_s[f"{s} ankle"], R, heels_s[s])
         H_s[f"{s} heel"] = heights({"h": P_s[f"{s} heel"]}, floor_s)["h"]
         Ps[f"{s} heel"], Hs[f"{s} heel"] = S_at(P_s[f"{s} heel"]), S_at(H_s[f"{s} heel"])
     out["source_contacts"] = cdet
@@ -1309,11 +1343,19 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
                 spreads.append(float(np.ptp(h_r[st:en])) * U)
                 spreads_s.append(float(np.ptp(hs[st:en])) * U)
         if not res["has_skin"] and f"{s} toe" in P_r and f"{s} foot" in res["data"]["rot"] and cm.any():
-            # (no skin: its heel as the source's, under the ankle at the toe tip's level as the foot stands on its
-            # contacts, along the ground's normal there; carried with the foot bone)
+            # (no skin: the source's heel where the foot is the source's, scaled: the same point of the foot, so
+            # the clearance compares where the foot stands and not two readings of a heel whose height varies with
+            # the frames it is read on, 5 mm from one contact to the next on a CMU foot; else made as the source's,
+            # under the ankle at the toe tip's level as the foot stands on its contacts, along the ground's normal
+            # there; carried with the foot bone)
             A, T, R = P_r[f"{s} ankle"], P_r[f"{s} toe"], res["data"]["rot"][f"{s} foot"]
-            nrm = G.normal(A[cm, :2])
-            P_r[f"{s} heel"] = carried(A, R, cm, -nrm * np.sum((A[cm] - T[cm]) * nrm, axis=1)[:, None])
+            k = foot_scale(src, res, s) if s in heels_s else None
+            if k is not None:
+                local = heels_s[s] * k
+            else:
+                nrm = G.normal(A[cm, :2])
+                local = heel_offset(R, cm, -nrm * np.sum((A[cm] - T[cm]) * nrm, axis=1)[:, None])
+            P_r[f"{s} heel"] = carried(A, R, local)
         # clearance: the lowest sole point over the ground (skin; bone points without skin)
         if s in res["data"]["sole"] and np.isfinite(res["data"]["sole"][s]).any():
             if G.tree is None:
@@ -1324,19 +1366,22 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         else:
             pts = np.stack([P_r[f"{s} {k}"] for k in ("heel", "ball", "toe") if f"{s} {k}" in P_r])
             clr = np.min(pts[:, :, 2] - G.height(pts[:, :, :2]), axis=0)
-        # the source's sole: its lowest point (heel, ball, toe tip) over that foot's own standing level (a low
-        # percentile, 10 %, of it over the foot's contacts: where a skeleton's toe tip sits in the sole varies)
-        # on each contact (a mocap floor is seldom flat to the mm: CMU 02_01's left foot stands 4 mm higher on its
-        # second step than on its first), so the result, planted on a flat floor, is held to the source's clearance
-        # as it changes over a contact, not to its floor's unevenness
+        # the source's sole: its lowest point (heel, ball, toe tip) over that foot's own standing level on each
+        # contact (a low percentile, 10 %, of its lowest bone point, ball or toe tip, over the contact: where a
+        # skeleton's toe tip sits in the sole varies, and its heel is made here, not captured) (a mocap floor is
+        # seldom flat to the mm: CMU 02_01's left foot stands 4 mm higher on its second step than on its first), so
+        # the result, planted on a flat floor, is held to the source's clearance as it changes over a contact, not
+        # to its floor's unevenness; none under that level (a toe poked through the capture's floor is no
+        # clearance a foot on the ground can keep)
         low_full = np.min(np.stack([H_s[f"{s} {k}"] for k in ("heel", "ball", "toe") if f"{s} {k}" in H_s]), axis=0)
-        stand_of = np.full(n_src, float(np.percentile(low_full[cmask], 10)) if cmask.any() else 0.0)
+        low_bones = np.min(np.stack([H_s[f"{s} {k}"] for k in ("ball", "toe") if f"{s} {k}" in H_s]), axis=0)
+        stand_of = np.full(n_src, float(np.percentile(low_bones[cmask], 10)) if cmask.any() else 0.0)
         levels = []
         for a0, b0 in runs(cmask):
-            stand_of[a0:b0] = float(np.percentile(low_full[a0:b0], 10))
+            stand_of[a0:b0] = float(np.percentile(low_bones[a0:b0], 10))
             levels.append(stand_of[a0] * scale * U)
         stand = float(np.median(stand_of[cmask])) if cmask.any() else 0.0
-        clr_s = (S_at(low_full) - _interp(stand_of, s_idx)) * scale
+        clr_s = np.maximum(S_at(low_full) - _interp(stand_of, s_idx), 0.0) * scale
         diff = (clr - clr_s)[cm] * U
         # swing: the ankle's peak lift over its standing height, per swing between contacts
         stand_r = float(np.median(h_r[cm])) if cm.any() else float("nan")

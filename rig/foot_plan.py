@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solvers.rotations import exp_so3, log_so3, turn_between
+from ..solvers.rotations import exp_so3, log_so3, turn_between, unit
 from .armature import RigError
-from .contacts import frames_to, moving, runs
+from .contacts import CONTACT_HEIGHT, frames_to, moving, runs
 from .knees import knee_limits
 from .soles import plane_normal, sample_motion, sole_probes, untouched_feet
 from .swing import carried, pitched, slope_limited, smoothstep, swing_lift, swing_pitch, swing_to
@@ -42,6 +42,7 @@ class FootPlan:
     untouched: list = field(default_factory=list)  # feet (sides) that carried the body with no contact detected
     floors: np.ndarray = None  # (F, feet) the floor under each foot in the source: where it stood in each stance
     knee_limits: dict = field(default_factory=dict)  # {shin: {axis: (min, max)}}: its knee bends back no further
+    floor_up: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))  # the source floor's normal
 
 
 
@@ -60,9 +61,13 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
     height, normal, hits, raw = _terrain_under(terrain, pts, floor, leg)
     over = pts[..., 2] - height
     on_terrain = _stands_on_terrain(over, pts, height, contacts, clearance, floor, leg)
+    floor_up = np.array([0.0, 0.0, 1.0])
     if on_terrain:  # the terrain is its floor: clearances are over it and there is no offset to add
         clearance = np.where(np.isfinite(over), over, clearance)
         raw = np.zeros_like(raw)
+    else:  # a tilted capture floor: each point over it, not over a level through where the foot stood
+        floor_up = floor_normal(pts, contacts, m.floors, sampler.cols, leg, m.travel)
+        clearance -= _tilt_under(pts, sampler.cols, floor_up)
     if options.on_floor:
         clearance = np.where(contacts, 0.0, clearance)
     swing_offset = _swing_offsets(raw, sampler.cols, fps)
@@ -74,7 +79,7 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
         ground[..., :2] -= _belt(pts, contacts, fps)[:, None, :]
     for k, cols in enumerate(sampler.cols):
         _place_contacts(targets, m, k, cols, ground[:, cols], contacts[:, cols], raw, clearance, swing_offset,
-                        terrain, feet, stiff, on_terrain, options)
+                        terrain, feet, stiff, on_terrain, floor_up, options)
     for k, cols in enumerate(sampler.cols):
         if feet[k].side in options.swing_rise:
             swing_to(targets, pts, m.ankles[:, k], cols, [sampler.specs[j][2] == feet[k].ankle for j in cols],
@@ -108,9 +113,53 @@ def plan(scene, obj, feet, terrain, frames, options, stiff=frozenset()):
                                    f.side in options.detected_contacts])
     return FootPlan(frames, pts, contacts, height, normal, hits, targets, pelvis_target, floor, clearance, m.source,
                     off, m.rotations, warnings, ankles, on_terrain, m.pelvis_rotation, flat, untouched, m.floors,
-                    knee_limits(m.knees, m.knee_bends)), \
+                    knee_limits(m.knees, m.knee_bends), floor_up), \
         sampler, \
         m.pelvis_name
+
+
+def floor_normal(pts, contacts, floors, cols, leg, travel, most_tilt=np.radians(10.0)):
+    """The up normal of the floor the source stood on: the plane through its stances (each where its foot's points
+    stood, at the level it stood on: ``floors`` (F, feet); each foot's soles at a height of their own) where they
+    lie on one, within a contact's height, and the clip goes a leg's length (a mocap floor tilted in the capture's
+    frame: CMU 02_01's stances rise 6 cm over its 4 m, 1 degree; a ramp); straight up for stances on steps or
+    boxes, in place, or tilted past ``most_tilt``. ``pts`` (F, P, 3) the sole points, ``contacts`` (F, P), ``cols``
+    the points of each foot."""
+    up = np.array([0.0, 0.0, 1.0])
+    if travel < leg:
+        return up
+    xy, z, foot = [], [], []
+    for k, c in enumerate(cols):
+        for a, b in runs(contacts[:, c].any(axis=1)):
+            xy.append(np.median(pts[a:b + 1, c, :2].mean(axis=1), axis=0))
+            z.append(float(np.median(floors[a:b + 1, k])))
+            foot.append(k)
+    feet = sorted(set(foot))
+    if len(z) < len(feet) + 2:
+        return up
+    xy, z = np.array(xy), np.array(z)
+    levels = (np.array(foot)[:, None] == np.array(feet)[None]).astype(float)  # (each foot's own level)
+    # Each foot's stances spread along the way walked; across it, only as far as the path turns: a straight walk
+    # tells the tilt along its way alone (across it, the feet's own levels are as good an answer), so that is all
+    # that is fitted when one foot's stances spread less than a quarter of a leg across it.
+    _, spread, axes = np.linalg.svd(xy - levels @ np.linalg.pinv(levels) @ xy, full_matrices=False)
+    across = spread[1] / np.sqrt(len(z))
+    A = np.column_stack([xy, levels]) if across > 0.25 * leg else np.column_stack([xy @ axes[0], levels])
+    coef, *_ = np.linalg.lstsq(A, z, rcond=None)
+    slope = coef[:2] if A.shape[1] == len(feet) + 2 else coef[0] * axes[0]
+    if np.max(np.abs(z - A @ coef)) > CONTACT_HEIGHT * leg or np.arctan(np.linalg.norm(slope)) > most_tilt:
+        return up
+    return unit(np.array([-slope[0], -slope[1], 1.0]))
+
+
+def _tilt_under(pts, cols, floor_up):
+    """(F, P) how much higher the source floor ``floor_up`` stands under each sole point than under its foot's
+    middle."""
+    slope = -floor_up[:2] / floor_up[2]
+    out = np.zeros(pts.shape[:2])
+    for c in cols:
+        out[:, c] = (pts[:, c, :2] - pts[:, c, :2].mean(axis=1, keepdims=True)) @ slope
+    return out
 
 
 def _terrain_under(terrain, pts, floor, leg):
@@ -160,7 +209,7 @@ def _swing_offsets(raw, feet_cols, fps):
 
 
 def _place_contacts(targets, m, k, cols, ground, touching, raw, clearance, swing_offset, terrain, feet, stiff,
-                    on_terrain, options):
+                    on_terrain, floor_up, options):
     """Foot ``k``'s targets (its points' columns ``cols``) on the frames it touches (``touching`` (F, points)): the
     source foot held where it touched against skate (on ``ground``: its points, a treadmill's belt taken out),
     slid onto one level where it would stand across a step edge, turned as a whole from the source floor's normal
@@ -174,7 +223,7 @@ def _place_contacts(targets, m, k, cols, ground, touching, raw, clearance, swing
     specs = m.sampler.specs
     on_ankle = np.array([specs[j][2] in (feet[k].ankle, *(stiff & {feet[k].ball})) for j in cols])
     is_tip = np.array([specs[j][1] == "toe" for j in cols])
-    prepared = _turned_to_terrain(targets, m.pts, cols, touching, raw, terrain, m.leg, on_terrain)
+    prepared = _turned_to_terrain(targets, m.pts, cols, touching, raw, terrain, m.leg, on_terrain, floor_up)
     # With on_floor the foot is turned until the contact points on its ankle bone are level with the terrain
     # (the toe tip, on the toe bone, bends onto it below); what the contacts leave free (the turn about the
     # ball's line while only the ball touches, any turn on the heel alone) follows the neighbouring frames'.
@@ -220,12 +269,12 @@ def _place_contacts(targets, m, k, cols, ground, touching, raw, clearance, swing
     _blend_swings(targets, m.pts, cols, touching, turns, swing_offset, options.blend_frames)
 
 
-def _turned_to_terrain(targets, pts, cols, touching, raw, terrain, leg, on_terrain):
+def _turned_to_terrain(targets, pts, cols, touching, raw, terrain, leg, on_terrain, floor_up):
     """{t: (R, points (P, 3), terrain heights under them (P,), hit (P,))} for each frame a foot touches with
-    terrain under a contact point: its targets at the source's heights turned by R from the world's up to the
-    terrain's normal under them (not steeper than 45 degrees: an edge, a wall), about their middle (a source on
-    the terrain is turned to it already), and the terrain under the turned points (turning moves them sideways a
-    little: on a bump that matters)."""
+    terrain under a contact point: its targets at the source's heights turned by R from the source floor's normal
+    ``floor_up`` to the terrain's under them (not steeper than 45 degrees: an edge, a wall), about their middle (a
+    source on the terrain is turned to it already), and the terrain under the turned points (turning moves them
+    sideways a little: on a bump that matters)."""
     up = np.array([0.0, 0.0, 1.0])
     prepared = {}
     for t in np.flatnonzero(touching.any(axis=1)):
@@ -238,7 +287,7 @@ def _turned_to_terrain(targets, pts, cols, touching, raw, terrain, leg, on_terra
         normal_t = plane_normal(foot_pts[:, :2], h_all, ok_all)
         if normal_t[2] < np.cos(np.radians(45.0)):
             normal_t = up
-        R = np.eye(3) if on_terrain else turn_between(up, normal_t)
+        R = np.eye(3) if on_terrain else turn_between(floor_up, normal_t)
         middle = foot_pts.mean(axis=0)
         turned = middle + (foot_pts - middle) @ R.T
         h_all, _, ok_all = terrain.below(turned, turned[:, 2] + np.nanmax(raw[t, cols]) + 0.5 * leg)

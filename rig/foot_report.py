@@ -70,9 +70,10 @@ def foot_metrics(plan_, points, rotations, terrain, sampler, heights=None):
         skate = np.concatenate(sk) if sk else np.zeros(0)
         heel, bi = (cols[[names[j] for j in cols].index(n)] for n in ("heel", "ball_in"))
         flat = plan_.contacts[:, heel] & plan_.contacts[:, bi]
-        # R_result R_source^T n, n the source floor's normal: up, or the terrain's when the source stands on it;
-        # with contacts on the floor, R_result R_rest^T up (the rest pose's sole is level).
-        n0 = np.tile([0.0, 0.0, 1.0], (F, 1))
+        # R_result R_source^T n, n the source floor's normal (up, or tilted as a capture's floor may be), or the
+        # terrain's when the source stands on it; with contacts on the floor, R_result R_rest^T up (the rest pose's
+        # sole is level).
+        n0 = np.tile(plan_.floor_up if plan_.flat is None else [0.0, 0.0, 1.0], (F, 1))
         if plan_.source_on_terrain and plan_.flat is None:
             n0 = np.array([plane_normal(plan_.points[i, cols, :2], plan_.terrain[i, cols]) for i in range(F)])
         flat_k = (plan_.rotations if plan_.flat is None else plan_.flat)[:, k]

@@ -978,3 +978,85 @@ def test_a_swinging_foot_turns_at_the_ankle_only_where_that_saves_more_than_it_m
     turn, lift = chosen(points, ankle)
     reach = np.linalg.norm(points - ankle, axis=1).max()
     assert turn > 5.0 and lift + TURN_COST * reach * np.radians(turn) < lift_of(points), (turn, lift)
+
+
+def _stances_along(levels, spacing=0.6, lateral=0.1, frames_each=10):
+    """Sole points (F, 4, 3), contacts (F, 4) and floors (F, 2) of feet stepping in turn along +Y, each stance's
+    level given (``levels``), a left and a right foot of two points each."""
+    n = len(levels)
+    F = n * frames_each
+    pts = np.zeros((F, 4, 3))
+    contacts = np.zeros((F, 4), bool)
+    floors = np.zeros((F, 2))
+    for i, z in enumerate(levels):
+        k = i % 2
+        t = slice(i * frames_each, (i + 1) * frames_each)
+        x = -lateral if k == 0 else lateral
+        y = i * spacing / 2
+        pts[t, 2 * k] = [x, y - 0.1, z]
+        pts[t, 2 * k + 1] = [x, y + 0.1, z]
+        contacts[t, 2 * k:2 * k + 2] = True
+        floors[t, k] = z
+    return pts, contacts, floors
+
+
+def test_a_capture_floor_tilted_along_the_walk_is_read_and_steps_or_a_walk_in_place_are_not():
+    """The source floor's normal: the plane through where the stances stood (each foot's soles at a height of
+    their own), tilted 1 degree along the walk (a capture's frame), read within a tenth of a degree and not across
+    the walk; stairs (15 cm a step) and a walk that does not go a leg's length are read as level."""
+    from fullbody_ik.rig.foot_plan import floor_normal
+
+    rng = np.random.default_rng(3)
+    tilt = np.tan(np.radians(1.0))
+    n = 10
+    ys = np.arange(n) * 0.3
+    own = np.where(np.arange(n) % 2, 0.02, 0.0)  # (the right sole 2 cm over the left, as a mocap skeleton's)
+    pts, contacts, floors = _stances_along(tilt * ys + own + rng.normal(0.0, 0.002, n))
+    normal = floor_normal(pts, contacts, floors, [[0, 1], [2, 3]], leg=0.9, travel=float(np.ptp(ys)))
+    assert abs(np.degrees(np.arccos(normal[2])) - 1.0) < 0.1 and normal[1] < 0.0 and abs(normal[0]) < 1e-3
+    stairs = _stances_along(0.15 * np.arange(n))
+    assert np.allclose(floor_normal(*stairs, [[0, 1], [2, 3]], leg=0.9, travel=float(np.ptp(ys))), [0, 0, 1])
+    assert np.allclose(floor_normal(pts, contacts, floors, [[0, 1], [2, 3]], leg=0.9, travel=0.5), [0, 0, 1])
+
+
+def test_a_walk_captured_on_a_tilted_floor_stands_its_feet_on_level_ground_as_on_that_floor():
+    """The CMU walk turned 2 degrees about the axis across its way (the capture's floor tilted: its stances rise
+    along the walk) and planted on level ground: each standing foot (ankle to toe tip) pitches as the same walk's
+    untilted does, within half a degree (turned from the floor it stood on to the ground; kept as captured, its
+    heel goes 2 degrees down against its toe, 7 mm over a foot's length, at every stance)."""
+    from mathutils import Matrix
+
+    from fullbody_ik.rig.contacts import read_contacts, runs
+    from fullbody_ik.rig.soles import sole_sampler
+
+    def planted(turn_deg):
+        obj, _ = walk_on(lambda X, Y: np.zeros_like(X))
+        first, last = (int(f) for f in obj.animation_data.action.frame_range)
+        obj.matrix_world = Matrix.Rotation(np.radians(turn_deg), 4, "X") @ obj.matrix_world
+        bpy.context.view_layer.update()
+        report = foot_placement(bpy.context.scene, obj, FootOptions(first + 1, last, ["ground"]))
+        assert report.ok, report.text()
+        frames = list(range(first + 1, last + 1))
+        feet = find_feet(obj)
+        pitch = np.zeros((len(frames), len(feet)))
+        for i, f in enumerate(frames):
+            bpy.context.scene.frame_set(f)
+            for k, foot in enumerate(feet):
+                ankle, tip = (np.array(obj.matrix_world @ v) for v in
+                              (obj.pose.bones[foot.ankle].head, obj.pose.bones[foot.ball].tail))
+                pitch[i, k] = np.degrees(np.arctan2(tip[2] - ankle[2], np.linalg.norm(tip[:2] - ankle[:2])))
+        sampler = sole_sampler(bpy.context.scene, obj, feet, frames)
+        touching = read_contacts(obj, sampler, frames)[0] > 0.5
+        return pitch, np.array([touching[:, c].all(axis=1) for c in sampler.cols]).T, frames
+
+    level, standing, frames = planted(0.0)
+    tilted, *_ = planted(2.0)
+    checked = 0
+    for k in range(standing.shape[1]):
+        for a, b in runs(standing[:, k]):
+            if b - a < 8:
+                continue
+            off = np.median(np.abs(tilted[a:b + 1, k] - level[a:b + 1, k]))
+            assert off < 0.5, (k, frames[a], frames[b], off)
+            checked += 1
+    assert checked >= 4
