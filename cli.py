@@ -515,6 +515,9 @@ def run_retarget(args):
     report.source = named.get(source, source.name)  # (as its file names it)
     for o in added:  # the source goes: the file holds the character with its new action
         bpy.data.objects.remove(o, do_unlink=True)
+    if os.path.splitext(args.target)[1].lower() != ".blend":  # a character imported into a new scene: its range
+        # (Blender's 1-250) was nobody's choice: it plays the new action, no frozen pose after it for the next job
+        bpy.context.scene.frame_start, bpy.context.scene.frame_end = report.frames[0], report.frames[-1]
     verdict = report.feet.verdict if report.feet is not None else "rotation copy (no contacts planted)"
     result = _finish(args, args.source, output, report, report.ok, verdict)
     for w in warnings:

@@ -460,6 +460,12 @@ def test_an_fbx_motion_with_several_clips_onto_a_glb_character(tmp_path):
     report = json.loads(proc.stdout)["report"]
     assert report["source_action"].endswith("Man_Walk") and report["ok"]
     assert len(report["mapping"]) >= 18
+    # The character came into a new scene (Blender's range, 1-250): the saved scene plays the new action, no
+    # more (a footplant run on the file solved 150 frames of its last pose held)
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    action = bpy.data.actions[report["action"]]
+    shown = (bpy.context.scene.frame_start, bpy.context.scene.frame_end)
+    assert shown == tuple(report["frames"]) == tuple(int(f) for f in action.frame_range), shown
     proc = run("retarget", fbx, glb, "--output", tmp_path / "x.blend", "--action", "Moonwalk")
     assert proc.returncode == 2 and "Moonwalk" in proc.stderr and not (tmp_path / "x.blend").exists()
 
