@@ -877,6 +877,18 @@ def flattest(ankle_height, contacts, share=0.2):
     return out
 
 
+def lowest_bone_point(H, side):
+    """(n,) the height of a foot's lowest bone point (ball or toe tip) in heights ``H`` ({point: (n,)})."""
+    return np.min(np.stack([H[f"{side} {k}"] for k in ("ball", "toe") if f"{side} {k}" in H]), axis=0)
+
+
+def contact_level(H, side, a, b):
+    """The level a foot stands on over frames a..b-1 of a contact: a low percentile (10 %) of its lowest bone point
+    (its joints sit inside the foot: the toe tip pressed down as the heel rises reaches lower than the ball as the
+    foot stands flat, CMU 02_01's 13 mm)."""
+    return float(np.percentile(lowest_bone_point(H, side)[a:b], 10))
+
+
 def carried(point, R, local):
     """(n, 3) ``point`` (n, 3) moved by ``local``, an offset in the frame of the bone whose rotations are R."""
     return point + np.einsum("nij,j->ni", R, local)
@@ -1282,16 +1294,19 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
 
     # ---------------------------------------------------------------- contacts (the source's, found here)
     contact_s, cdet = source_contacts(H_s, V_s, valid, fps_src, leg_s)
-    # the source's heels (a skeleton has none): under each ankle at its toe tip's level as the foot stands on its
-    # contacts, carried with the foot bone; with the toe tips, the source's sole
+    # the source's heels (a skeleton has none): under each ankle, on the level its contact stands on (contact_level)
+    # where the foot stands flattest (flattest), carried with the foot bone; with the toe tips, the source's sole
     heels_s = {}
     for s, cmask in contact_s.items():
         R = src["data"]["rot"].get(f"{s} foot")
         if R is None or not cmask.any():
             continue
         flat = flattest(H_s[f"{s} ankle"], cmask)
+        level = np.zeros(n_src)
+        for a0, b0 in runs(cmask):
+            level[a0:b0] = contact_level(H_s, s, a0, b0)
         d = np.zeros((int(flat.sum()), 3))
-        d[:, 2] = -(H_s[f"{s} ankle"][flat] - H_s[f"{s} toe"][flat])
+        d[:, 2] = -(H_s[f"{s} ankle"][flat] - level[flat])
         heels_s[s] = heel_offset(R, flat, d)
         P_s[f"{s} heel"] = carried(P_s[f"{s} ankle"], R, heels_s[s])
         H_s[f"{s} heel"] = heights({"h": P_s[f"{s} heel"]}, floor_s)["h"]
@@ -1345,16 +1360,21 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         if not res["has_skin"] and f"{s} toe" in P_r and f"{s} foot" in res["data"]["rot"] and cm.any():
             # (no skin: the source's heel where the foot is the source's, scaled: the same point of the foot, so
             # the clearance compares where the foot stands and not two readings of a heel whose height varies with
-            # the frames it is read on, 5 mm from one contact to the next on a CMU foot; else made as the source's,
-            # under the ankle at the toe tip's level as the foot stands on its contacts, along the ground's normal
-            # there; carried with the foot bone)
-            A, T, R = P_r[f"{s} ankle"], P_r[f"{s} toe"], res["data"]["rot"][f"{s} foot"]
+            # the frames it is read on, 3-4 mm on a CMU foot; else made as the source's, from the result's own
+            # heights over the ground, along its normal; carried with the foot bone)
+            A, R = P_r[f"{s} ankle"], res["data"]["rot"][f"{s} foot"]
             k = foot_scale(src, res, s) if s in heels_s else None
             if k is not None:
                 local = heels_s[s] * k
             else:
-                nrm = G.normal(A[cm, :2])
-                local = heel_offset(R, cm, -nrm * np.sum((A[cm] - T[cm]) * nrm, axis=1)[:, None])
+                H_r = {p: P_r[f"{s} {p}"][:, 2] - G.height(P_r[f"{s} {p}"][:, :2])
+                       for p in ("ankle", "ball", "toe") if f"{s} {p}" in P_r}
+                H_r = {f"{s} {p}": h for p, h in H_r.items()}
+                flat = flattest(H_r[f"{s} ankle"], cm)
+                level = np.zeros(len(cm))
+                for a0, b0 in runs(cm):
+                    level[a0:b0] = contact_level(H_r, s, a0, b0)
+                local = heel_offset(R, flat, -G.normal(A[flat, :2]) * (H_r[f"{s} ankle"] - level)[flat][:, None])
             P_r[f"{s} heel"] = carried(A, R, local)
         # clearance: the lowest sole point over the ground (skin; bone points without skin)
         if s in res["data"]["sole"] and np.isfinite(res["data"]["sole"][s]).any():
@@ -1367,18 +1387,16 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
             pts = np.stack([P_r[f"{s} {k}"] for k in ("heel", "ball", "toe") if f"{s} {k}" in P_r])
             clr = np.min(pts[:, :, 2] - G.height(pts[:, :, :2]), axis=0)
         # the source's sole: its lowest point (heel, ball, toe tip) over that foot's own standing level on each
-        # contact (a low percentile, 10 %, of its lowest bone point, ball or toe tip, over the contact: where a
-        # skeleton's toe tip sits in the sole varies, and its heel is made here, not captured) (a mocap floor is
+        # contact (contact_level: of its bone points; its heel is made here, not captured) (a mocap floor is
         # seldom flat to the mm: CMU 02_01's left foot stands 4 mm higher on its second step than on its first), so
         # the result, planted on a flat floor, is held to the source's clearance as it changes over a contact, not
         # to its floor's unevenness; none under that level (a toe poked through the capture's floor is no
         # clearance a foot on the ground can keep)
         low_full = np.min(np.stack([H_s[f"{s} {k}"] for k in ("heel", "ball", "toe") if f"{s} {k}" in H_s]), axis=0)
-        low_bones = np.min(np.stack([H_s[f"{s} {k}"] for k in ("ball", "toe") if f"{s} {k}" in H_s]), axis=0)
-        stand_of = np.full(n_src, float(np.percentile(low_bones[cmask], 10)) if cmask.any() else 0.0)
+        stand_of = np.full(n_src, float(np.percentile(lowest_bone_point(H_s, s)[cmask], 10)) if cmask.any() else 0.0)
         levels = []
         for a0, b0 in runs(cmask):
-            stand_of[a0:b0] = float(np.percentile(low_bones[a0:b0], 10))
+            stand_of[a0:b0] = contact_level(H_s, s, a0, b0)
             levels.append(stand_of[a0] * scale * U)
         stand = float(np.median(stand_of[cmask])) if cmask.any() else 0.0
         clr_s = np.maximum(S_at(low_full) - _interp(stand_of, s_idx), 0.0) * scale
