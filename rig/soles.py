@@ -15,6 +15,7 @@ from .knees import find_knees, posed_bend
 
 
 POINT_NAMES = ("heel", "ball", "ball_in", "ball_out", "toe")
+SIDE_WIDTH = 0.2  # a foot's half width at the ball over its length, heel to toe tip, where no skin tells it
 
 
 class SoleSampler:
@@ -28,7 +29,9 @@ class SoleSampler:
             pts = {p.name: p for p in foot.points}
             heel, ball, toe = pts["heel"].rest, pts["ball"].rest, pts["toe"].rest
             side = np.cross(ball - heel, up)
-            width = foot.half_width or 0.35 * np.linalg.norm(toe - heel)  # (from the skin, else from the length)
+            # (from the skin, else a human foot's: a fifth of its length either side of the ball; guessed wider,
+            # a mocap foot rolled as it stood was planted on a side point that far out, its ball up to 28 mm high)
+            width = foot.half_width or SIDE_WIDTH * np.linalg.norm(toe - heel)
             side *= width / max(np.linalg.norm(side), 1e-12)
             for name in POINT_NAMES:
                 if name in pts:
