@@ -889,6 +889,18 @@ def contact_level(H, side, a, b):
     return float(np.percentile(lowest_bone_point(H, side)[a:b], 10))
 
 
+def made_heel(H, side, contacts, R, up):
+    """(3,) a skinless foot's heel in its bone's frame (rotations R (n, 3, 3)): under the ankle, along the ground's
+    ``up`` (the frames' mask -> (m, 3) or (3,)), on each contact's level (contact_level) where the foot stands
+    flattest (flattest); ``H`` heights ({point: (n,)}) over the ground."""
+    flat = flattest(H[f"{side} ankle"], contacts)
+    level = np.zeros(len(contacts))
+    for a, b in runs(contacts):
+        level[a:b] = contact_level(H, side, a, b)
+    up = np.broadcast_to(up(flat), (int(flat.sum()), 3))
+    return heel_offset(R, flat, -up * (H[f"{side} ankle"] - level)[flat][:, None])
+
+
 def carried(point, R, local):
     """(n, 3) ``point`` (n, 3) moved by ``local``, an offset in the frame of the bone whose rotations are R."""
     return point + np.einsum("nij,j->ni", R, local)
@@ -1301,13 +1313,7 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
         R = src["data"]["rot"].get(f"{s} foot")
         if R is None or not cmask.any():
             continue
-        flat = flattest(H_s[f"{s} ankle"], cmask)
-        level = np.zeros(n_src)
-        for a0, b0 in runs(cmask):
-            level[a0:b0] = contact_level(H_s, s, a0, b0)
-        d = np.zeros((int(flat.sum()), 3))
-        d[:, 2] = -(H_s[f"{s} ankle"][flat] - level[flat])
-        heels_s[s] = heel_offset(R, flat, d)
+        heels_s[s] = made_heel(H_s, s, cmask, R, lambda flat: np.array([0.0, 0.0, 1.0]))
         P_s[f"{s} heel"] = carried(P_s[f"{s} ankle"], R, heels_s[s])
         H_s[f"{s} heel"] = heights({"h": P_s[f"{s} heel"]}, floor_s)["h"]
         Ps[f"{s} heel"], Hs[f"{s} heel"] = S_at(P_s[f"{s} heel"]), S_at(H_s[f"{s} heel"])
@@ -1367,14 +1373,9 @@ def judge(source_path, result_blend, report_json, terrain=None, clip_rate=None):
             if k is not None:
                 local = heels_s[s] * k
             else:
-                H_r = {p: P_r[f"{s} {p}"][:, 2] - G.height(P_r[f"{s} {p}"][:, :2])
+                H_r = {f"{s} {p}": P_r[f"{s} {p}"][:, 2] - G.height(P_r[f"{s} {p}"][:, :2])
                        for p in ("ankle", "ball", "toe") if f"{s} {p}" in P_r}
-                H_r = {f"{s} {p}": h for p, h in H_r.items()}
-                flat = flattest(H_r[f"{s} ankle"], cm)
-                level = np.zeros(len(cm))
-                for a0, b0 in runs(cm):
-                    level[a0:b0] = contact_level(H_r, s, a0, b0)
-                local = heel_offset(R, flat, -G.normal(A[flat, :2]) * (H_r[f"{s} ankle"] - level)[flat][:, None])
+                local = made_heel(H_r, s, cm, R, lambda flat: G.normal(A[flat, :2]))
             P_r[f"{s} heel"] = carried(A, R, local)
         # clearance: the lowest sole point over the ground (skin; bone points without skin)
         if s in res["data"]["sole"] and np.isfinite(res["data"]["sole"][s]).any():
